@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a fresh Debian machine, idempotently:
+# Debian packages (ZooKeeper, kcat, a JRE for ZooKeeper) and a virtualenv in .venv
+# with the project and its test dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+[ -x /usr/share/zookeeper/bin/zkServer.sh ] || need_apt+=(zookeeper)
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    echo "bootstrap: apt-get install ${need_apt[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+    echo "bootstrap: pip install -e .[test]"
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e '.[test]'
+    rm -f .venv/.installed-*
+    touch "$stamp"
+fi

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The whole test suite, after installing what it needs. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider "$@"
