@@ -20,6 +20,7 @@ Buffer = Union[bytes, bytearray, memoryview]
 WritableBuffer = Union[bytearray, memoryview]
 
 LOG_OVERHEAD: Final = 12  # baseOffset int64 + batchLength int32, common to every magic
+BATCH_LENGTH_OFFSET: Final = 8
 MAGIC_OFFSET: Final = 16
 RECORD_BATCH_OVERHEAD: Final = 61
 CRC_OFFSET: Final = 17
@@ -43,6 +44,7 @@ NO_PARTITION_LEADER_EPOCH: Final = -1
 NO_TIMESTAMP: Final = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_STRUCT: Final = _HEADER  # all 61 header bytes, in field order, for builders
 _LOG_OVERHEAD = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
@@ -212,7 +214,7 @@ def iter_batch_positions(buf: Buffer, start: int = 0, end: int | None = None) ->
     Stops silently at a partial trailing entry, as Kafka's readers do; raises
     CorruptRecordError for a size field that cannot be valid.
     """
-    limit = len(buf) if end is None else end
+    limit = len(buf) if end is None else min(end, len(buf))
     pos = start
     unpack = _LOG_OVERHEAD.unpack_from
     while limit - pos >= LOG_OVERHEAD:
@@ -254,3 +256,8 @@ def update_crc(buf: WritableBuffer, pos: int) -> int:
     crc = compute_crc(buf, pos, size)
     _UINT32.pack_into(buf, pos + CRC_OFFSET, crc)
     return crc
+
+
+def count_records(buf: Buffer, start: int = 0, end: int | None = None) -> int:
+    """Total recordCount of the complete v2 batches in ``buf[start:end]``, read from headers only."""
+    return sum(read_batch_header(buf, pos).record_count for pos, _ in iter_batch_positions(buf, start, end))

@@ -1,0 +1,127 @@
+"""The bundled schemas, the class model and the api-key tables agree with Kafka's JSON."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.api_keys import API_SPECS, ApiKey, request_class, response_class
+from protocol.errors import Errors, KafkaApiError, error_message, is_retriable
+from protocol.messages import MetadataResponse, ProduceRequest, all_message_names, message_class
+from protocol.schema import ZERO_UUID, Versions, load_message, load_raw, snake_case
+
+REPO = Path(__file__).resolve().parents[3]
+OFFICIAL = REPO.parent / "shared" / "kafka-protocol" / "messages"
+needs_shared = pytest.mark.skipif(
+    not OFFICIAL.is_dir(), reason=f"Kafka's message definitions not found at {OFFICIAL} (../shared absent)"
+)
+
+
+def _official(name: str) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from import_schemas import load_kafka_json
+    finally:
+        sys.path.pop(0)
+    return load_kafka_json(OFFICIAL / f"{name}.json")
+
+
+def _versions(text: str | None) -> list[int]:
+    v = Versions.parse(text)
+    return [x for x in range(0, 64) if x in v]
+
+
+def _effective(fields: list[dict[str, Any]], version: int) -> list[tuple[Any, ...]]:
+    """What the wire format depends on, for one version, in declaration order."""
+    out = []
+    for f in fields:
+        if version not in Versions.parse(f["versions"]):
+            continue
+        out.append((
+            f["name"], f["type"], version in Versions.parse(f.get("nullableVersions")),
+            version in Versions.parse(f.get("taggedVersions")), None if "tag" not in f else int(f["tag"]),
+            str(f.get("default")), f.get("flexibleVersions"),
+            _effective(f.get("fields", []), version),
+        ))
+    return out
+
+
+@needs_shared
+def test_same_set_of_messages_as_kafka() -> None:
+    assert sorted(p.stem for p in OFFICIAL.glob("*.json")) == all_message_names()
+
+
+@needs_shared
+@pytest.mark.parametrize("name", all_message_names())
+def test_bundled_schema_matches_kafka(name: str) -> None:
+    official, ours = _official(name), load_raw(name)
+    for key in ("apiKey", "type", "name", "validVersions", "flexibleVersions", "latestVersionUnstable"):
+        assert ours.get(key) == official.get(key), key
+    assert sorted(ours.get("listeners", [])) == sorted(official.get("listeners", []))
+    official_structs = {s["name"]: s for s in official.get("commonStructs", [])}
+    our_structs = {s["name"]: s for s in ours.get("commonStructs", [])}
+    assert official_structs.keys() == our_structs.keys()
+    for version in _versions(official["validVersions"]):
+        assert _effective(ours["fields"], version) == _effective(official["fields"], version), version
+        for struct_name, struct in official_structs.items():
+            assert _effective(our_structs[struct_name]["fields"], version) == _effective(struct["fields"], version)
+
+
+def test_classes_follow_the_naming_contract() -> None:
+    assert ProduceRequest.PartitionProduceData.__qualname__ == "ProduceRequest.PartitionProduceData"
+    assert MetadataResponse.MetadataResponseTopic is message_class("MetadataResponse").MetadataResponseTopic
+    response = MetadataResponse(throttle_time_ms=5)
+    assert response.topics == [] and response.cluster_id is None and response.throttle_time_ms == 5
+    assert MetadataResponse.MetadataResponseTopic().topic_id == ZERO_UUID
+    assert snake_case("ThrottleTimeMs") == "throttle_time_ms"
+    assert snake_case("isKRaftController") == "is_kraft_controller"
+    with pytest.raises(TypeError):
+        MetadataResponse(no_such_field=1)
+
+
+def test_defaults_follow_the_json() -> None:
+    fetch = message_class("FetchRequest")()
+    assert fetch.replica_id == -1 and fetch.max_bytes == 0x7FFFFFFF and fetch.cluster_id is None
+    assert fetch.isolation_level == 0 and fetch.session_epoch == -1
+    partition = message_class("FetchRequest").FetchPartition()
+    assert partition.current_leader_epoch == -1 and partition.log_start_offset == -1
+    assert message_class("CreateTopicsRequest").CreatableTopic().replication_factor == 0
+
+
+def test_api_specs_cover_every_request() -> None:
+    requests = [n for n in all_message_names() if load_raw(n)["type"] == "request"]
+    assert len(API_SPECS) == len(requests) == len(ApiKey)
+    for key, spec in API_SPECS.items():
+        raw = load_raw(spec.name + "Request")
+        assert raw["apiKey"] == key
+        assert request_class(key).__name__ == spec.name + "Request"
+        assert response_class(key).__name__ == spec.name + "Response"
+        assert load_message(spec.name + "Response").valid == load_message(spec.name + "Request").valid
+    produce = API_SPECS[ApiKey.PRODUCE]
+    assert (produce.min_version, produce.max_version, produce.flexible_min) == (0, 11, 9)
+    assert "zkBroker" in produce.listeners
+    assert API_SPECS[ApiKey.SASL_HANDSHAKE].flexible_min is None
+    assert ApiKey.ALTER_PARTITION == 56 and ApiKey.API_VERSIONS == 18 and ApiKey.LEADER_AND_ISR == 4
+    assert any(s.latest_version_unstable for s in API_SPECS.values())
+
+
+@needs_shared
+def test_errors_match_errors_md() -> None:
+    text = (OFFICIAL.parent / "ERRORS.md").read_text()
+    for error in Errors:
+        assert f"| {int(error)} | {error.name} |" in text
+    assert len(Errors) == text.count("\n| ") - text.count("\n| code") - text.count("\n| ---")
+    assert is_retriable(Errors.NOT_CONTROLLER) and is_retriable(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    assert not is_retriable(Errors.TOPIC_ALREADY_EXISTS) and not is_retriable(Errors.NONE)
+
+
+def test_errors_api() -> None:
+    assert Errors.NONE == 0 and Errors.UNKNOWN_SERVER_ERROR == -1 and Errors.NOT_CONTROLLER == 41
+    assert "controller" in error_message(41)
+    assert error_message(9999).startswith("Unknown error code")
+    err = KafkaApiError(Errors.INVALID_REQUEST, "bad")
+    assert err.error is Errors.INVALID_REQUEST and err.message == "bad"
+    assert KafkaApiError(3).message == error_message(3)
