@@ -1,0 +1,224 @@
+"""Up/down-conversion, recompression and per-batch helpers (conversion.py, batch.count_records)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.exceptions import CorruptRecordError, UnsupportedCompressionError
+from protocol.records import batch
+from protocol.records.builder import LOG_APPEND_TIME, RecordBatchBuilder, build_control_batch
+from protocol.records.compression import CompressionType
+from protocol.records.control import ControlRecordType, EndTransactionMarker
+from protocol.records.conversion import downconvert, recompress_batch, upconvert_to_v2
+from protocol.records.log_entry import decode_entry_records, iter_log_entries, validate_log_entry
+from protocol.records.record import Record, check_record_framing, encode_record
+
+LEGACY_CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4]
+
+
+def _v2(codec: int = 0, base_offset: int = 0, count: int = 5, **kwargs) -> bytearray:
+    builder = RecordBatchBuilder(compression=codec, base_offset=base_offset, **kwargs)
+    for i in range(count):
+        builder.append(100 + i, b"k%d" % i, b"value-%d" % i * 10, [("h", b"%d" % i)])
+    return builder.build()
+
+
+def _legacy(magic: int, codec: int, base_offset: int = 0, count: int = 4) -> bytearray:
+    builder = RecordBatchBuilder(magic=magic, compression=codec, base_offset=base_offset)
+    for i in range(count):
+        builder.append(100 + i, None if i == 0 else b"k%d" % i, b"v%d" % i)
+    return builder.build()
+
+
+def _records(buf) -> list[Record]:
+    return [r for pos, _ in iter_log_entries(buf) for r in decode_entry_records(buf, pos)]
+
+
+# --- count_records ------------------------------------------------------------
+
+
+def test_count_records_sums_headers_and_stops_at_partial_tail() -> None:
+    buf = _v2(count=3) + _v2(base_offset=3, count=4) + _v2(count=2)[:20]
+    assert batch.count_records(buf) == 7
+    assert batch.count_records(buf, 0, len(_v2(count=3))) == 3
+    assert batch.count_records(b"") == 0
+    assert batch.count_records(buf, 0, len(buf) + 100) == 7  # an end past the buffer is clamped
+    with pytest.raises(CorruptRecordError, match="magic"):
+        batch.count_records(_legacy(1, 0))
+
+
+# --- recompression ------------------------------------------------------------
+
+PRESERVED_FIELDS = (
+    "base_offset", "partition_leader_epoch", "last_offset_delta", "base_timestamp", "max_timestamp",
+    "producer_id", "producer_epoch", "base_sequence", "record_count", "timestamp_type", "is_transactional",
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(source=st.sampled_from(list(CompressionType)), target=st.sampled_from(list(CompressionType)))
+def test_recompress_keeps_everything_but_the_codec(source: int, target: int) -> None:
+    original = _v2(source, base_offset=77, producer_id=5, producer_epoch=2, base_sequence=9,
+                   is_transactional=True, partition_leader_epoch=4)
+    batch.set_log_append_time(original, 0, 123456)
+    prefix = b"\xee" * 10  # the batch need not start the buffer
+    out = recompress_batch(prefix + original, len(prefix), target)
+    before, after = validate_log_entry(original), validate_log_entry(out)
+    assert after.compression == target
+    for name in PRESERVED_FIELDS:
+        assert getattr(after, name) == getattr(before, name), name
+    assert decode_entry_records(out) == decode_entry_records(original)
+
+
+def test_recompress_control_batch_and_bad_framing() -> None:
+    control = build_control_batch(EndTransactionMarker(ControlRecordType.ABORT, 1), producer_id=1,
+                                  producer_epoch=0, timestamp=1)
+    out = recompress_batch(control, 0, CompressionType.ZSTD)
+    assert validate_log_entry(out).is_control and decode_entry_records(out) == decode_entry_records(control)
+    wrong_count = bytearray(_v2(count=2))
+    struct.pack_into(">i", wrong_count, batch.RECORD_COUNT_OFFSET, 3)
+    with pytest.raises(CorruptRecordError):
+        recompress_batch(wrong_count, 0, CompressionType.GZIP)
+    with pytest.raises(CorruptRecordError):
+        recompress_batch(_v2(), 0, 6)
+
+
+def test_check_record_framing() -> None:
+    data = encode_record(0, 0, b"k", b"v") + encode_record(1, 0, None, None)
+    check_record_framing(data, 2)
+    for bad_count in (1, 3):
+        with pytest.raises(CorruptRecordError):
+            check_record_framing(data, bad_count)
+    with pytest.raises(CorruptRecordError):
+        check_record_framing(b"\x00", 1)  # zero-length record
+
+
+# --- up-conversion ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", LEGACY_CODECS, ids=lambda c: c.name)
+@pytest.mark.parametrize("magic", [0, 1])
+def test_upconvert_legacy_to_one_v2_batch(magic: int, codec: int) -> None:
+    legacy = _legacy(magic, codec, count=3) + _legacy(magic, codec, base_offset=3, count=2)
+    out = upconvert_to_v2(legacy, base_offset=1000)
+    header = validate_log_entry(out)
+    assert header.size == len(out) and header.magic == 2
+    assert header.compression == codec and header.record_count == 5 and header.base_offset == 1000
+    records = decode_entry_records(out)
+    expected = _records(legacy)
+    assert [r.offset for r in records] == list(range(1000, 1005))
+    assert [(r.timestamp, r.key, r.value, r.headers) for r in records] == [
+        (r.timestamp, r.key, r.value, []) for r in expected
+    ]
+    if magic == 0:
+        assert header.base_timestamp == -1 and header.max_timestamp == -1
+
+
+def test_upconvert_with_target_codec_and_log_append_time_wrapper() -> None:
+    builder = RecordBatchBuilder(magic=1, compression=CompressionType.GZIP, timestamp_type=LOG_APPEND_TIME,
+                                 log_append_time=777)
+    for i in range(3):
+        builder.append(i, None, b"x")
+    out = upconvert_to_v2(builder.build(), compression=CompressionType.ZSTD)
+    assert validate_log_entry(out).compression == CompressionType.ZSTD
+    assert [r.timestamp for r in decode_entry_records(out)] == [777, 777, 777]
+
+
+def test_upconvert_bounds_the_decompressed_size_of_the_whole_set() -> None:
+    legacy = b"".join(
+        _legacy_payload(base_offset=i, value=b"\0" * 600_000) for i in range(3)
+    )
+    assert len(upconvert_to_v2(legacy, max_output=2_000_000)) > 0
+    with pytest.raises(CorruptRecordError, match="exceeds"):
+        upconvert_to_v2(legacy, max_output=1_500_000)  # each wrapper alone fits
+
+
+def _legacy_payload(base_offset: int, value: bytes) -> bytearray:
+    builder = RecordBatchBuilder(magic=1, compression=CompressionType.GZIP, base_offset=base_offset)
+    builder.append(0, None, value)
+    return builder.build()
+
+
+def test_upconvert_rejects_v2_partial_and_corrupt_input() -> None:
+    with pytest.raises(CorruptRecordError, match="magic 2"):
+        upconvert_to_v2(_v2())
+    legacy = _legacy(1, 0)
+    with pytest.raises(CorruptRecordError, match="partial"):
+        upconvert_to_v2(legacy[:-3])
+    legacy[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        upconvert_to_v2(legacy)
+    assert upconvert_to_v2(b"") == bytearray()
+
+
+# --- down-conversion ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", LEGACY_CODECS, ids=lambda c: c.name)
+@pytest.mark.parametrize("magic", [0, 1])
+def test_downconvert_v2_keeps_offsets_and_codec(magic: int, codec: int) -> None:
+    source = _v2(codec, base_offset=50, count=4) + _v2(codec, base_offset=54, count=3)
+    out = downconvert(source, magic)
+    entries = list(iter_log_entries(out))
+    assert {h.magic for _, h in entries} == {magic} and {h.compression for _, h in entries} == {codec}
+    for pos, _ in entries:
+        validate_log_entry(out, pos)
+    records, originals = _records(out), _records(source)
+    assert [(r.offset, r.key, r.value) for r in records] == [(r.offset, r.key, r.value) for r in originals]
+    assert [r.timestamp for r in records] == [r.timestamp if magic else -1 for r in originals]
+
+
+def test_downconvert_drops_control_batches_and_records_below_first_offset() -> None:
+    control = build_control_batch(EndTransactionMarker(ControlRecordType.COMMIT, 1), producer_id=1,
+                                  producer_epoch=0, timestamp=1, base_offset=5)
+    legacy = _legacy(0, 0, base_offset=6, count=1)
+    source = _v2(CompressionType.GZIP, base_offset=0, count=5) + control + legacy
+    out = downconvert(source, 1, first_offset=3)
+    assert [r.offset for r in _records(out)] == [3, 4, 6]
+    assert out.endswith(legacy)  # entries already at or below the target magic are copied
+
+
+def test_downconvert_log_append_time_and_zstd() -> None:
+    source = _v2(CompressionType.SNAPPY, count=2)
+    batch.set_log_append_time(source, 0, 999)
+    (pos, header), = iter_log_entries(downconvert(source, 1))
+    assert header.timestamp_type == 1 and header.max_timestamp == 999
+    with pytest.raises(UnsupportedCompressionError):
+        downconvert(_v2(CompressionType.ZSTD), 1)
+
+
+def test_downconvert_rejects_values_outside_int64() -> None:
+    builder = RecordBatchBuilder()
+    builder.append(0, None, b"a")
+    builder.append(10, None, b"b")  # timestamp delta 10
+    data = builder.build()
+    struct.pack_into(">q", data, batch.BASE_TIMESTAMP_OFFSET, 2**63 - 5)
+    batch.update_crc(data, 0)
+    with pytest.raises(CorruptRecordError, match="int64"):
+        downconvert(data, 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.tuples(st.none() | st.binary(max_size=30), st.none() | st.binary(max_size=30)),
+                    min_size=1, max_size=10),
+    codec=st.sampled_from(LEGACY_CODECS),
+    magic=st.sampled_from([0, 1]),
+    base_offset=st.integers(0, 2**40),
+)
+def test_downconvert_then_upconvert_round_trip(values, codec, magic, base_offset) -> None:
+    builder = RecordBatchBuilder(compression=codec, base_offset=base_offset)
+    for i, (key, value) in enumerate(values):
+        builder.append(1000 + i, key, value)
+    source = builder.build()
+    legacy = downconvert(source, magic)
+    restored = upconvert_to_v2(legacy, base_offset=base_offset)
+    assert validate_log_entry(restored).compression == codec
+    expected = [
+        Record(r.offset, r.timestamp if magic else -1, r.key, r.value) for r in decode_entry_records(source)
+    ]
+    assert decode_entry_records(restored) == expected
