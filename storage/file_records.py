@@ -1,0 +1,171 @@
+"""FileRecords: a segment's .log file, or a zero-copy slice of one.
+
+The broker sends a slice with ``os.sendfile(sock, slice.fileno(), slice.position, len(slice))``
+and falls back to ``read_bytes()``. Slices share the segment's descriptor; a deleted segment
+keeps its descriptor open until file.delete.delay.ms has passed, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+
+from protocol.exceptions import CorruptRecordError
+from protocol.records.batch import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, BatchHeader, Buffer
+from protocol.records.log_entry import LogEntryHeader, read_log_entry, validate_log_entry
+
+READ_CHUNK = 1 << 20  # bytes per pread while reading whole batches (recovery, dump)
+HEADER_WINDOW = 4096  # bytes per pread while stepping through batch headers only (fetch, lookups)
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # DefaultRecordBatch's 61-byte header
+
+
+def peek_batch_header(buf: Buffer, pos: int) -> BatchHeader:
+    """A v2 header read from a window that may end before the batch does (fetch-path scans)."""
+    header = BatchHeader(*_V2_HEADER.unpack_from(buf, pos))
+    if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or header.last_offset_delta < 0 or header.record_count < 0:
+        raise CorruptRecordError(f"record batch at position {pos} has an invalid header: {header!r}")
+    return header
+
+
+class FileRecords:
+    """A whole .log file (appendable) or a read-only window ``[position, position+length)``."""
+
+    __slots__ = ("path", "_fd", "_start", "_size", "_is_slice")
+
+    def __init__(self, path: str, fd: int, start: int, size: int, is_slice: bool) -> None:
+        self.path = path
+        self._fd = fd
+        self._start = start
+        self._size = size
+        self._is_slice = is_slice
+
+    @classmethod
+    def open(cls, path: str, *, create: bool = True, preallocate_bytes: int = 0, read_only: bool = False) -> FileRecords:
+        """Open a segment file; a preallocated file's logical size is 0 until written."""
+        flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
+        fd = os.open(path, flags, 0o644)
+        size = os.fstat(fd).st_size
+        if preallocate_bytes and size == 0 and not read_only:
+            os.posix_fallocate(fd, 0, preallocate_bytes)
+        return cls(path, fd, 0, size, False)
+
+    @classmethod
+    def empty(cls) -> FileRecords:
+        return cls("", -1, 0, 0, True)
+
+    # --- the zero-copy view --------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._size
+
+    def fileno(self) -> int:
+        return self._fd
+
+    @property
+    def position(self) -> int:
+        """Absolute file position of the first byte of this view."""
+        return self._start
+
+    def read_bytes(self) -> bytes:
+        return self.read(0, self._size)
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``position`` relative to this view."""
+        size = max(0, min(size, self._size - position))
+        if size == 0:
+            return b""
+        parts = []
+        offset = self._start + position
+        while size > 0:
+            chunk = os.pread(self._fd, size, offset)
+            if not chunk:
+                break
+            parts.append(chunk)
+            offset += len(chunk)
+            size -= len(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def slice(self, position: int, size: int) -> FileRecords:
+        size = max(0, min(size, self._size - position))
+        return FileRecords(self.path, self._fd, self._start + position, size, True)
+
+    # --- the writable file ---------------------------------------------------------------
+    def append(self, buf: Buffer) -> int:
+        """Write the whole buffer at the logical end (one pwrite in practice)."""
+        view = memoryview(buf)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self._fd, view[written:], self._size + written)
+        self._size += written
+        return written
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def truncate_to(self, size: int) -> int:
+        """Cut the file to ``size`` bytes; returns the bytes removed."""
+        if size > self._size or size < 0:
+            raise ValueError(f"cannot truncate {self.path} of size {self._size} to {size}")
+        removed = self._size - size
+        os.ftruncate(self._fd, size)
+        self._size = size
+        return removed
+
+    def trim_to_size(self) -> None:
+        """Drop preallocated space past the logical end."""
+        if os.fstat(self._fd).st_size != self._size:
+            os.ftruncate(self._fd, self._size)
+
+    def rename_to(self, path: str) -> None:
+        os.rename(self.path, path)
+        self.path = path
+
+    def close(self) -> None:
+        if self._fd >= 0 and not self._is_slice:
+            os.close(self._fd)
+        self._fd = -1
+
+    # --- stepping through entries ----------------------------------------------------------
+    def entries(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, LogEntryHeader]]:
+        """(position, header) of each complete entry in [start, end); stops at a partial tail."""
+        for pos, header, _ in self._scan(start, end, with_data=False):
+            yield pos, header
+
+    def entries_with_data(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, LogEntryHeader, memoryview]]:
+        """Like entries(), with each entry's bytes and its CRC checked (raises CorruptRecordError)."""
+        return self._scan(start, end, with_data=True)
+
+    def _scan(self, start: int, end: int | None, with_data: bool) -> Iterator[tuple[int, LogEntryHeader, memoryview]]:
+        limit = self._size if end is None else min(end, self._size)
+        chunk = READ_CHUNK if with_data else HEADER_WINDOW
+        pos = start
+        buf = memoryview(b"")
+        buf_start = start
+        while limit - pos >= LOG_OVERHEAD:
+            off = pos - buf_start
+            if off + RECORD_BATCH_OVERHEAD > len(buf):
+                buf = memoryview(self.read(pos, min(chunk, limit - pos)))
+                buf_start, off = pos, 0
+            length = int.from_bytes(buf[off + 8 : off + 12], "big", signed=True)
+            if length < 0:
+                raise CorruptRecordError(f"{self.path}: log entry at position {pos} has negative size {length}")
+            size = length + LOG_OVERHEAD
+            if pos + size > limit:
+                return
+            if size <= MAGIC_OFFSET:
+                raise CorruptRecordError(f"{self.path}: log entry at position {pos} is too short ({size} bytes)")
+            magic = buf[off + MAGIC_OFFSET]
+            if off + size > len(buf) and (with_data or magic != 2):
+                buf = memoryview(self.read(pos, max(size, min(chunk, limit - pos))))
+                buf_start, off = pos, 0
+            try:
+                if with_data:
+                    header = validate_log_entry(buf, off)
+                elif magic == 2 and size >= RECORD_BATCH_OVERHEAD:
+                    header = peek_batch_header(buf, off)
+                else:
+                    header = read_log_entry(buf, off)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"{self.path}: {exc} (file position {pos})") from exc
+            yield pos, header, (buf[off : off + size] if with_data else buf[:0])
+            pos += size

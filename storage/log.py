@@ -1,0 +1,660 @@
+"""Log: one partition's log (Kafka's UnifiedLog role).
+
+Appends take whole batches: the leader assigns offsets, the leader epoch and (under
+LogAppendTime) the timestamp in place, producer state is validated before anything is
+written, and the buffer goes to the active segment with one write. Reads return zero-copy
+FileRecords slices of whole batches bounded by the log end, high watermark or last stable
+offset. All public methods are synchronous and thread-safe (one lock per log).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from protocol.exceptions import CorruptRecordError
+from protocol.records.batch import (
+    Buffer,
+    BatchHeader,
+    iter_batch_positions,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from protocol.records.log_entry import LogEntryHeader, decode_entry_records, validate_log_entry
+from storage.checkpoints import LeaderEpochCheckpointFile
+from storage.errors import (
+    CorruptRecordStorageError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from storage.file_records import FileRecords
+from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.log_config import LogConfig
+from storage.log_files import DELETED_SUFFIX, LEADER_EPOCH_CHECKPOINT
+from storage.log_loader import LogLoader, rebuild_producer_state
+from storage.log_segment import LogSegment, now_ms
+from storage.log_segments import LogSegments
+from storage.producer_state import (
+    AppendOrigin,
+    BatchMetadata,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+    read_end_txn_marker,
+)
+from storage.transaction_index import AbortedTxn
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+NO_TIMESTAMP = -1
+FOREVER = 1 << 62  # a "now" past every pending deletion
+
+
+class FetchIsolation(enum.Enum):
+    LOG_END = "log_end"  # replicas
+    HIGH_WATERMARK = "high_watermark"  # read_uncommitted consumers
+    TXN_COMMITTED = "txn_committed"  # read_committed consumers: up to the last stable offset
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetMetadata:
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+
+@dataclass(slots=True)
+class FetchDataInfo:
+    fetch_offset_metadata: LogOffsetMetadata
+    records: FileRecords
+    first_entry_incomplete: bool = False
+    aborted_transactions: list[AbortedTxn] | None = None
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    valid_bytes: int
+    num_batches: int
+    num_records: int
+    duplicate: bool = False
+    completed_txns: list[CompletedTxn] = field(default_factory=list)
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+class Log:
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig,
+        *,
+        topic_partition: str | None = None,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        high_watermark: int = 0,
+        had_clean_shutdown: bool = False,
+        producer_id_expiration_ms: int = 86400000,
+        now: int | None = None,
+    ) -> None:
+        os.makedirs(directory, exist_ok=True)
+        self.dir = directory
+        self.topic_partition = topic_partition or os.path.basename(os.path.normpath(directory))
+        self.config = config
+        self._lock = threading.RLock()
+        self.segments = LogSegments()
+        self.producers = ProducerStateManager(directory, self.topic_partition, producer_id_expiration_ms)
+        self.leader_epoch_cache = LeaderEpochFileCache(
+            LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
+        )
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        current = now_ms() if now is None else now
+        loaded = LogLoader(
+            directory, config, self.segments, self.producers, self.leader_epoch_cache,
+            log_start_offset=log_start_offset, recovery_point=recovery_point,
+            had_clean_shutdown=had_clean_shutdown, now_ms=current,
+        ).load()
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
+        self._next_offset = loaded.next_offset
+        self.last_flush_ms = current
+        self._high_watermark = loaded.log_start_offset
+        self.update_high_watermark(high_watermark)
+
+    def __repr__(self) -> str:
+        return f"Log({self.topic_partition}, start={self._log_start_offset}, end={self._next_offset})"
+
+    # --- offsets --------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below are flushed; a segment that failed a read check pulls it back for recovery."""
+        with self._lock:
+            point = self._recovery_point
+            for segment in self.segments:
+                if segment.corrupt_position is not None:
+                    point = min(point, segment.base_offset)
+            return point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        with self._lock:
+            first_unstable = self.producers.first_unstable_offset()
+            hw = self._high_watermark
+            return hw if first_unstable is None else min(first_unstable, hw)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        with self._lock:
+            return self.producers.first_unstable_offset()
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments.active
+
+    @property
+    def size(self) -> int:
+        with self._lock:
+            return self.segments.size_in_bytes()
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log start, log end]; returns the value set."""
+        with self._lock:
+            hw = min(max(offset, self._log_start_offset), self._next_offset)
+            self._high_watermark = hw
+            self.producers.on_high_watermark_updated(hw)
+            return hw
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        with self._lock:
+            if offset <= self._high_watermark:
+                return False
+            self.update_high_watermark(offset)
+            return True
+
+    # --- appends --------------------------------------------------------------------------
+    def append_as_leader(
+        self, records: bytearray | memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+        now: int | None = None,
+    ) -> LogAppendInfo:
+        """Validate, assign offsets in place (``records`` must be writable) and append."""
+        return self._append(records, origin, leader_epoch, assign_offsets=True, now=now)
+
+    def append_as_follower(self, records: Buffer, now: int | None = None) -> LogAppendInfo:
+        """Append batches fetched from the leader as they are (offsets already assigned)."""
+        return self._append(records, AppendOrigin.REPLICATION, -1, assign_offsets=False, now=now)
+
+    def _analyze(self, records: Buffer, origin: AppendOrigin, assign_offsets: bool) -> list[tuple[int, LogEntryHeader]]:
+        """Framing, CRC, size and per-origin checks of each batch; nothing per record."""
+        batches = []
+        end = 0
+        try:
+            for position, size in iter_batch_positions(records):
+                header = validate_log_entry(records, position)
+                batches.append((position, header))
+                end = position + size
+        except CorruptRecordError as exc:
+            raise CorruptRecordStorageError(f"append to {self.topic_partition}: {exc}") from exc
+        if end != len(records):
+            raise CorruptRecordStorageError(
+                f"append to {self.topic_partition} ends with {len(records) - end} bytes of a partial batch"
+            )
+        for position, header in batches:
+            if header.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {header.size} bytes at position {position} exceeds max.message.bytes "
+                    f"{self.config.max_message_bytes} of {self.topic_partition}"
+                )
+            if assign_offsets and header.magic != 2:
+                raise InvalidRecordError(
+                    f"leader appends to {self.topic_partition} take magic 2 batches; convert magic {header.magic} first"
+                )
+            if origin is AppendOrigin.CLIENT and header.magic >= 2:
+                if header.base_offset != 0:
+                    raise InvalidRecordError(
+                        f"the baseOffset of the record batch in the append to {self.topic_partition} should be 0, "
+                        f"but it is {header.base_offset}"
+                    )
+                if header.is_control:
+                    raise InvalidRecordError(f"clients may not append control batches to {self.topic_partition}")
+        return batches
+
+    def _append(
+        self, records: Buffer, origin: AppendOrigin, leader_epoch: int, assign_offsets: bool, now: int | None
+    ) -> LogAppendInfo:
+        batches = self._analyze(records, origin, assign_offsets)
+        current = now_ms() if now is None else now
+        with self._lock:
+            if not batches:
+                return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0, 0)
+            append_time = NO_TIMESTAMP
+            if assign_offsets:
+                offset = self._next_offset
+                append_time = current if self.config.log_append_time else NO_TIMESTAMP
+                for position, header in batches:
+                    set_base_offset(records, position, offset)  # type: ignore[arg-type]
+                    set_partition_leader_epoch(records, position, leader_epoch)  # type: ignore[arg-type]
+                    header.base_offset = offset
+                    header.partition_leader_epoch = leader_epoch
+                    if self.config.log_append_time:
+                        set_log_append_time(records, position, current)  # type: ignore[arg-type]
+                        header.max_timestamp = current
+                    offset = header.next_offset
+            else:
+                expected = self._next_offset
+                for position, header in batches:
+                    first = header.base_offset if header.magic >= 2 else header.last_offset
+                    if first < expected:
+                        raise UnexpectedAppendOffsetError(
+                            f"follower append to {self.topic_partition} at offset {first} (position {position}) "
+                            f"is below the expected offset {expected}"
+                        )
+                    expected = header.next_offset
+            headers = [h for _, h in batches]
+            first_offset = headers[0].base_offset if headers[0].magic >= 2 else headers[0].last_offset
+            last_offset = headers[-1].last_offset
+            max_ts, max_ts_offset = NO_TIMESTAMP, -1
+            for header in headers:
+                if header.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+            if len(records) > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"message batch size is {len(records)} bytes in append to {self.topic_partition}, "
+                    f"which exceeds the maximum configured segment size of {self.config.segment_bytes}"
+                )
+            updated, completed, duplicate = self._analyze_producer_state(records, batches, origin)
+            if duplicate is not None:
+                return LogAppendInfo(
+                    duplicate.first_offset, duplicate.last_offset, max_ts, max_ts_offset, duplicate.timestamp,
+                    self._log_start_offset, len(records), len(batches), sum(h.record_count for h in headers),
+                    duplicate=True,
+                )
+            segment = self._maybe_roll(len(records), max_ts, last_offset, first_offset, current)
+            segment.append(last_offset, max_ts, records, headers)
+            self._next_offset = last_offset + 1
+            for header in headers:
+                if header.magic >= 2 and header.partition_leader_epoch >= 0:
+                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            for info in updated.values():
+                self.producers.update(info)
+            for txn in completed:
+                segment.update_txn_index(txn, self.producers.last_stable_offset(txn))
+                self.producers.complete_txn(txn)
+            self.producers.update_map_end_offset(self._next_offset)
+            if self._next_offset - self._recovery_point >= self.config.flush_messages:
+                self.flush()
+            return LogAppendInfo(
+                first_offset, last_offset, max_ts, max_ts_offset, append_time, self._log_start_offset,
+                len(records), len(batches), sum(h.record_count for h in headers), completed_txns=completed,
+            )
+
+    def _analyze_producer_state(
+        self, records: Buffer, batches: list[tuple[int, LogEntryHeader]], origin: AppendOrigin
+    ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
+        updated: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for position, header in batches:
+            if header.magic < 2 or header.producer_id < 0:
+                continue
+            assert isinstance(header, BatchHeader)
+            if origin is AppendOrigin.CLIENT:
+                entry = self.producers.last_entry(header.producer_id)
+                if entry is not None:
+                    duplicate = entry.find_duplicate_batch(header.producer_epoch, header.base_sequence, header.last_sequence)
+                    if duplicate is not None:
+                        return updated, completed, duplicate
+            info = updated.get(header.producer_id)
+            if info is None:
+                info = updated[header.producer_id] = self.producers.prepare_update(header.producer_id, origin)
+            if header.is_control:
+                marker = read_end_txn_marker(memoryview(records)[position : position + header.size])
+                if marker is not None:
+                    txn = info.append_end_txn_marker(marker, header.producer_epoch, header.base_offset, header.max_timestamp)
+                    if txn is not None:
+                        completed.append(txn)
+            else:
+                info.append_data_batch(
+                    header.producer_epoch, header.base_sequence, header.last_sequence, header.max_timestamp,
+                    header.base_offset, header.last_offset, header.is_transactional,
+                )
+        return updated, completed, None
+
+    # --- rolling and flushing ---------------------------------------------------------------
+    def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, first_offset: int, now: int) -> LogSegment:
+        segment = self.segments.active
+        if segment.should_roll(
+            self.config.segment_bytes, self.config.segment_ms, messages_size, max_timestamp, max_offset, now
+        ):
+            log.info(
+                "rolling new segment of %s at offset %d (size %d, offset index full %s, time index full %s)",
+                self.topic_partition, max(first_offset, self._next_offset), segment.size,
+                segment.offset_index.is_full(), segment.time_index.is_full(),
+            )
+            return self.roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment; the old one gets its final index entries, a snapshot and an fsync."""
+        with self._lock:
+            new_offset = max(expected_next_offset or 0, self._next_offset)
+            active = self.segments.active
+            if active.base_offset == new_offset and active.size == 0:
+                return active
+            if self.segments.get(new_offset) is not None:
+                raise InvalidRecordError(f"trying to roll {self.topic_partition} to existing segment {new_offset}")
+            active.on_become_inactive_segment()
+            segment = LogSegment.open(
+                self.dir, new_offset, self.config,
+                rolling_jitter_ms=self.config.random_segment_jitter(), preallocate=self.config.preallocate,
+            )
+            self.segments.add(segment)
+            self.producers.update_map_end_offset(new_offset)
+            self.producers.take_snapshot()
+            self._flush_upto(new_offset)
+            return segment
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets below ``offset`` (default: the log end)."""
+        with self._lock:
+            self._flush_upto(self._next_offset if offset is None else offset)
+
+    def _flush_upto(self, offset: int) -> None:
+        if offset <= self._recovery_point:
+            return
+        for segment in self.segments.from_offset(self._recovery_point):
+            if segment.base_offset >= offset:
+                break
+            segment.flush()
+        self._recovery_point = offset
+        self.last_flush_ms = now_ms()
+
+    # --- reads ----------------------------------------------------------------------------
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation: FetchIsolation = FetchIsolation.LOG_END,
+        min_one_message: bool = True,
+        max_offset: int | None = None,
+    ) -> FetchDataInfo:
+        """Whole batches from ``fetch_offset`` up to ``max_bytes``, below the isolation bound.
+
+        ``max_offset`` (exclusive) overrides the bound the isolation level gives.
+        """
+        with self._lock:
+            if max_offset is None:
+                max_offset = {
+                    FetchIsolation.LOG_END: self._next_offset,
+                    FetchIsolation.HIGH_WATERMARK: self._high_watermark,
+                    FetchIsolation.TXN_COMMITTED: self.last_stable_offset,
+                }[isolation]
+            if fetch_offset < self._log_start_offset or fetch_offset > self._next_offset:
+                raise OffsetOutOfRangeError(
+                    f"received request for offset {fetch_offset} for partition {self.topic_partition}, but we only "
+                    f"have log segments from offset {self._log_start_offset} up to {self._next_offset}"
+                )
+            empty = FetchDataInfo(LogOffsetMetadata(fetch_offset), FileRecords.empty())
+            if fetch_offset >= max_offset:
+                if isolation is FetchIsolation.TXN_COMMITTED:
+                    empty.aborted_transactions = []
+                return empty
+            segment: LogSegment | None = self.segments.floor(fetch_offset)
+            while segment is not None:
+                try:
+                    found = segment.read(fetch_offset, max_bytes, max_offset, min_one_message)
+                except CorruptRecordError as exc:
+                    raise CorruptRecordStorageError(f"reading {self.topic_partition} at {fetch_offset}: {exc}") from exc
+                if found is not None:
+                    position, records, end_offset = found
+                    info = FetchDataInfo(LogOffsetMetadata(fetch_offset, segment.base_offset, position), records)
+                    if isolation is FetchIsolation.TXN_COMMITTED:
+                        info.aborted_transactions = self.collect_aborted_transactions(fetch_offset, end_offset)
+                    return info
+                segment = self.segments.higher(segment.base_offset)
+            return empty
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        with self._lock:
+            found: list[AbortedTxn] = []
+            for segment in self.segments.from_offset(start_offset):
+                txns, complete = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+                found.extend(txns)
+                if complete:
+                    break
+            return found
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: the first offset whose timestamp is >= target, or the special earliest/latest/max."""
+        with self._lock:
+            if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                earliest = self.leader_epoch_cache.earliest_entry()
+                epoch = earliest.epoch if earliest and earliest.start_offset <= self._log_start_offset else None
+                return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, epoch)
+            if target_timestamp == LATEST_TIMESTAMP:
+                return TimestampAndOffset(NO_TIMESTAMP, self._next_offset, self.leader_epoch_cache.latest_epoch())
+            if target_timestamp == MAX_TIMESTAMP:
+                return self._max_timestamp_and_offset()
+            for segment in self.segments:
+                if segment.largest_timestamp >= target_timestamp:
+                    found = segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
+                    if found is not None:
+                        ts, offset, epoch = found
+                        return TimestampAndOffset(ts, offset, epoch if epoch >= 0 else None)
+            return None
+
+    def _max_timestamp_and_offset(self) -> TimestampAndOffset | None:
+        best = max(self.segments, key=lambda s: s.max_timestamp_so_far.timestamp)
+        target = best.max_timestamp_so_far
+        if target.timestamp < 0:
+            return None
+        position = best.offset_index.lookup(target.offset).position
+        for pos, header in best.log.entries(position):
+            if header.max_timestamp == target.timestamp:
+                for record in decode_entry_records(best.log.read(pos, header.size), 0):
+                    if record.timestamp == target.timestamp:
+                        epoch = header.partition_leader_epoch if header.magic >= 2 else -1
+                        return TimestampAndOffset(record.timestamp, record.offset, epoch if epoch >= 0 else None)
+        return None
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` (the broker calls it on becoming leader)."""
+        with self._lock:
+            self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (epoch, end offset) from the leader-epoch cache."""
+        with self._lock:
+            return self.leader_epoch_cache.end_offset_for(leader_epoch, self._next_offset)
+
+    # --- truncation -----------------------------------------------------------------------
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove everything from ``target_offset`` on (follower truncation); False if nothing to do."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate {self.topic_partition} to a negative offset {target_offset}")
+        with self._lock:
+            if target_offset >= self._next_offset:
+                return False
+            first = self.segments.first
+            if first is None or target_offset < first.base_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            self._delete_segments([s for s in self.segments if s.base_offset > target_offset], "truncation")
+            self.segments.active.truncate_to(target_offset)
+            self._next_offset = target_offset
+            self.leader_epoch_cache.truncate_from_end(target_offset)
+            self._log_start_offset = min(self._log_start_offset, target_offset)
+            self._recovery_point = min(self._recovery_point, target_offset)
+            self._high_watermark = min(self._high_watermark, target_offset)
+            rebuild_producer_state(self.producers, self.segments, self._log_start_offset, target_offset, now_ms())
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Drop every segment and restart the log, empty, at ``new_offset``."""
+        with self._lock:
+            old = list(self.segments)
+            self.segments.add(LogSegment.open(self.dir, new_offset, self.config, preallocate=self.config.preallocate))
+            self._delete_segments([s for s in old if s.base_offset != new_offset], "truncate fully")
+            self.leader_epoch_cache.clear_and_flush()
+            self.producers.truncate_fully_and_start_at(new_offset)
+            self._log_start_offset = self._next_offset = self._recovery_point = self._high_watermark = new_offset
+
+    # --- retention and log start offset ---------------------------------------------------
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, from_delete_records: bool = False) -> bool:
+        """Advance the log start offset (DeleteRecords, or after segment deletion)."""
+        with self._lock:
+            if from_delete_records and new_log_start_offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot increment the log start offset to {new_log_start_offset} of partition "
+                    f"{self.topic_partition} since it is larger than the high watermark {self._high_watermark}"
+                )
+            if new_log_start_offset <= self._log_start_offset:
+                return False
+            self._log_start_offset = new_log_start_offset
+            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self.producers.on_log_start_offset_incremented(new_log_start_offset)
+            if self._high_watermark < new_log_start_offset:
+                self.update_high_watermark(new_log_start_offset)
+            return True
+
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Apply log start offset, retention.bytes and retention.ms; returns the segments deleted."""
+        current = now_ms() if now is None else now
+        with self._lock:
+            deleted = self._delete_matching(
+                lambda s, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset, "log start offset breach"
+            )
+            if self.config.delete_enabled:
+                deleted += self._delete_retention_size_breached()
+                if self.config.retention_ms >= 0:
+                    deleted += self._delete_matching(
+                        lambda s, nxt: current - s.largest_timestamp > self.config.retention_ms, "retention time breach"
+                    )
+            return deleted
+
+    def _delete_retention_size_breached(self) -> int:
+        if self.config.retention_bytes < 0 or self.size < self.config.retention_bytes:
+            return 0
+        excess = self.size - self.config.retention_bytes
+
+        def breached(segment: LogSegment, _next: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - segment.size >= 0:
+                excess -= segment.size
+                return True
+            return False
+
+        return self._delete_matching(breached, "retention size breach")
+
+    def _delete_matching(self, predicate, reason: str) -> int:  # type: ignore[no-untyped-def]
+        segments = list(self.segments)
+        deletable = []
+        for i, segment in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self._next_offset
+            if nxt is None and segment.size == 0:
+                break
+            if not (self._high_watermark >= upper and predicate(segment, nxt)):
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(segments):
+            new_active = self.roll()
+            if deletable[-1] is new_active:
+                deletable.pop()
+        log.info("deleting %d segments of %s: %s", len(deletable), self.topic_partition, reason)
+        self._delete_segments(deletable, reason)
+        first = self.segments.first
+        assert first is not None
+        self.maybe_increment_log_start_offset(first.base_offset)
+        return len(deletable)
+
+    def _delete_segments(self, segments: list[LogSegment], reason: str) -> None:
+        """Unlink from the log now, rename to .deleted, remove after file.delete.delay.ms."""
+        due = now_ms() + self.config.file_delete_delay_ms
+        for segment in segments:
+            self.segments.remove(segment.base_offset)
+            segment.change_file_suffixes("", DELETED_SUFFIX)
+            self._pending_deletes.append((due, segment))
+            self.producers.remove_snapshot(segment.base_offset)
+            log.debug("scheduled deletion of %s (%s)", segment.log.path, reason)
+        if self.config.file_delete_delay_ms == 0:
+            self.delete_pending_segments(due)
+
+    def delete_pending_segments(self, now: int | None = None) -> int:
+        """Physically remove .deleted segments whose delay has passed."""
+        current = now_ms() if now is None else now
+        with self._lock:
+            due = [s for t, s in self._pending_deletes if t <= current]
+            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > current]
+        for segment in due:
+            segment.delete_files()
+        return len(due)
+
+    def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
+        """Drop producer snapshots no restart can need: below both the recovery point's segment
+        and the segment before the active one. Returns the lowest offset kept."""
+        with self._lock:
+            active = self.segments.active
+            before_active = self.segments.floor(active.base_offset - 1)
+            two_segments = (before_active or active).base_offset
+            below_recovery = self.segments.floor(self._recovery_point - 1)
+            keep_from = min(below_recovery.base_offset if below_recovery else self._recovery_point, two_segments)
+            self.producers.delete_snapshots_before(keep_from)
+            return keep_from
+
+    def remove_expired_producers(self, now: int) -> None:
+        """Forget producers idle for producer.id.expiration.ms with no open transaction."""
+        with self._lock:
+            self.producers.remove_expired_producers(now)
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush, snapshot producer state at the log end, trim indexes and close files."""
+        with self._lock:
+            self.flush()
+            self.producers.update_map_end_offset(self._next_offset)
+            self.producers.take_snapshot()
+            for segment in self.segments:
+                segment.close()
+            self.delete_pending_segments(FOREVER)
+
+    def delete(self) -> None:
+        """Close and remove every file of this log (topic deletion)."""
+        with self._lock:
+            for segment in list(self.segments):
+                self.segments.remove(segment.base_offset)
+                segment.delete_files()
+            self.delete_pending_segments(FOREVER)

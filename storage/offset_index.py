@@ -1,0 +1,58 @@
+"""OffsetIndex (.index): sparse (relative offset int32, position int32) entries."""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from storage.abstract_index import AbstractIndex
+from storage.errors import CorruptIndexError, InvalidOffsetError
+
+_ENTRY = struct.Struct(">ii")
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class OffsetIndex(AbstractIndex):
+    entry_size = 8
+
+    def _after_load(self) -> None:
+        self.last_offset = self.entry(self.entries - 1).offset if self.entries else self.base_offset
+
+    def _key_at(self, slot: int, by_value: bool) -> int:
+        return _ENTRY.unpack_from(self._mmap, slot * 8)[1 if by_value else 0] + (0 if by_value else self.base_offset)
+
+    def entry(self, slot: int) -> OffsetPosition:
+        if slot < 0 or slot >= self.entries:
+            raise IndexError(f"slot {slot} out of range for {self.entries} entries in {self.path}")
+        relative, position = _ENTRY.unpack_from(self._mmap, slot * 8)
+        return OffsetPosition(self.base_offset + relative, position)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The last entry at or below the target, or (base offset, 0)."""
+        with self._lock:
+            slot = self.largest_lower_bound_slot(target_offset, by_value=False)
+            return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        with self._lock:
+            if self.is_full():
+                raise InvalidOffsetError(f"attempt to append to a full index {self.path} ({self.entries} entries)")
+            if self.entries and offset <= self.last_offset:
+                raise InvalidOffsetError(
+                    f"attempt to append offset {offset} at position {self.entries} no larger than "
+                    f"the last offset appended ({self.last_offset}) to {self.path}"
+                )
+            _ENTRY.pack_into(self._mmap, self.entries * 8, self.relative_offset(offset), position)
+            self.entries += 1
+            self.last_offset = offset
+
+    def sanity_check(self) -> None:
+        self._check_length()
+        if self.entries and self.last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt index {self.path}: last offset {self.last_offset} is below the base offset {self.base_offset}"
+            )
