@@ -1,0 +1,349 @@
+"""The ZooKeeper connection (Kafka's ZooKeeperClient role) on kazoo.
+
+It owns the session and turns kazoo's one-shot watches and connection states into two kinds of
+callbacks, as Kafka does:
+- watch handlers registered per path (`register_znode_handler`, `register_child_handler`), called
+  whenever a watch set on that path fires. Reads re-arm watches. Because kazoo drops every pending
+  watch when the connection drops, all handlers are also called after each reconnect, so that they
+  re-read (and re-watch) the state they care about. Handlers must be cheap and idempotent: they
+  are meant to enqueue "go re-read X" events.
+- session handlers (`register_session_handler`): `on_session_expired()` when the session is lost and
+  `on_new_session()` when a new one is established (re-register the broker, re-elect).
+
+Every request waits for a connection for up to `connection_timeout_ms` (ZooKeeper down ->
+ZooKeeperUnavailableError), like Kafka's client does.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
+from kazoo.retry import KazooRetry
+
+from coordination.errors import ZooKeeperUnavailableError
+
+log = logging.getLogger(__name__)
+
+WatchHandler = Callable[[str], None]
+
+
+class SessionHandler(Protocol):
+    def on_session_expired(self) -> None: ...
+
+    def on_new_session(self) -> None: ...
+
+
+def split_chroot(connect: str) -> tuple[str, str]:
+    """`host1:2181,host2:2181/kafka1` -> ("host1:2181,host2:2181", "/kafka1"); no chroot -> ""."""
+    hosts, slash, chroot = connect.partition("/")
+    if not hosts:
+        raise ValueError(f"zookeeper.connect {connect!r} names no server")
+    chroot = ("/" + chroot).rstrip("/") if slash else ""
+    return hosts, chroot
+
+
+def _parents(path: str) -> list[str]:
+    """'/a/b/c' -> ['/a', '/a/b']."""
+    parts = path.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+class ZooKeeperClient:
+    def __init__(
+        self,
+        connect: str,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int | None = None,
+        name: str = "kafka",
+    ) -> None:
+        self.connect = connect
+        self.hosts, self.chroot = split_chroot(connect)
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self.name = name
+        self._kazoo: KazooClient | None = None
+        self._znode_handlers: dict[str, WatchHandler] = {}
+        self._child_handlers: dict[str, WatchHandler] = {}
+        self._session_handlers: dict[str, SessionHandler] = {}
+        self._handlers_lock = threading.Lock()
+        self._state_events: queue.Queue[str | None] = queue.Queue()
+        self._state_thread: threading.Thread | None = None
+        self._session_lost = False
+        self._closing = False
+        self._connected = threading.Event()
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def _new_kazoo(self, hosts: str) -> KazooClient:
+        return KazooClient(
+            hosts=hosts,
+            timeout=self.session_timeout_ms / 1000,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
+        )
+
+    def _start_kazoo(self, client: KazooClient) -> None:
+        try:
+            client.start(timeout=self.connection_timeout_ms / 1000)
+        except KazooTimeoutError:
+            client.stop()
+            client.close()
+            raise ZooKeeperUnavailableError(
+                f"timed out after {self.connection_timeout_ms} ms connecting to ZooKeeper at {self.hosts}"
+            ) from None
+
+    def start(self) -> None:
+        """Connect (creating the chroot path first if it is missing, as Kafka does)."""
+        if self.chroot:
+            bootstrap = self._new_kazoo(self.hosts)
+            self._start_kazoo(bootstrap)
+            try:
+                if bootstrap.exists(self.chroot) is None:
+                    for path in (*_parents(self.chroot), self.chroot):
+                        try:
+                            bootstrap.create(path, None)
+                        except NodeExistsError:
+                            pass
+            finally:
+                bootstrap.stop()
+                bootstrap.close()
+        client = self._new_kazoo(self.connect)
+        self._start_kazoo(client)
+        self._kazoo = client
+        self._closing = False
+        self._state_thread = threading.Thread(
+            target=self._run_state_events, name=f"zk-state-{self.name}", daemon=True
+        )
+        self._state_thread.start()
+        client.add_listener(self._on_kazoo_state)
+        if client.connected:
+            self._connected.set()
+
+    def close(self) -> None:
+        client, self._kazoo = self._kazoo, None
+        if client is None:
+            return
+        self._closing = True
+        self._connected.clear()
+        client.remove_listener(self._on_kazoo_state)
+        client.stop()
+        client.close()
+        self._state_events.put(None)
+        if self._state_thread is not None and self._state_thread is not threading.current_thread():
+            self._state_thread.join(5)
+
+    @property
+    def kazoo(self) -> KazooClient:
+        if self._kazoo is None:
+            raise ZooKeeperUnavailableError("the ZooKeeper client is not started")
+        return self._kazoo
+
+    @property
+    def session_id(self) -> int:
+        client_id = self.kazoo.client_id
+        return client_id[0] if client_id else -1
+
+    @property
+    def session_password(self) -> bytes:
+        client_id = self.kazoo.client_id
+        return client_id[1] if client_id else b""
+
+    @property
+    def connected(self) -> bool:
+        return self._kazoo is not None and self._kazoo.connected
+
+    # --- handler registration ---------------------------------------------------------------------
+
+    def register_znode_handler(self, path: str, handler: WatchHandler) -> None:
+        with self._handlers_lock:
+            self._znode_handlers[path] = handler
+
+    def unregister_znode_handler(self, path: str) -> None:
+        with self._handlers_lock:
+            self._znode_handlers.pop(path, None)
+
+    def register_child_handler(self, path: str, handler: WatchHandler) -> None:
+        with self._handlers_lock:
+            self._child_handlers[path] = handler
+
+    def unregister_child_handler(self, path: str) -> None:
+        with self._handlers_lock:
+            self._child_handlers.pop(path, None)
+
+    def register_session_handler(self, name: str, handler: SessionHandler) -> None:
+        with self._handlers_lock:
+            self._session_handlers[name] = handler
+
+    def unregister_session_handler(self, name: str) -> None:
+        with self._handlers_lock:
+            self._session_handlers.pop(name, None)
+
+    # --- watches and states ------------------------------------------------------------------------
+
+    def _watch_fired(self, event: WatchedEvent) -> None:
+        if event.type == EventType.NONE or event.path is None:
+            return  # connection state change; every handler is re-run after the reconnect
+        with self._handlers_lock:
+            handlers = []
+            if event.type in (EventType.CREATED, EventType.DELETED, EventType.CHANGED):
+                handlers.append(self._znode_handlers.get(event.path))
+            if event.type in (EventType.CHILD, EventType.DELETED):
+                handlers.append(self._child_handlers.get(event.path))
+        for handler in handlers:
+            if handler is not None:
+                self._call_handler(handler, event.path)
+
+    @staticmethod
+    def _call_handler(handler: WatchHandler, path: str) -> None:
+        try:
+            handler(path)
+        except Exception:
+            log.exception("watch handler for %s failed", path)
+
+    def _on_kazoo_state(self, state: str) -> None:
+        # Runs on kazoo's connection thread: never block here.
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+        if not self._closing:
+            self._state_events.put(state)
+
+    def _run_state_events(self) -> None:
+        while True:
+            state = self._state_events.get()
+            if state is None or self._closing:
+                return
+            with self._handlers_lock:
+                session_handlers = list(self._session_handlers.items())
+            if state == KazooState.LOST:
+                log.warning("ZooKeeper session of %s expired", self.name)
+                self._session_lost = True
+                for name, handler in session_handlers:
+                    self._run_session_callback(name, handler.on_session_expired)
+            elif state == KazooState.SUSPENDED:
+                log.warning("ZooKeeper connection of %s lost; waiting to reconnect", self.name)
+            elif state == KazooState.CONNECTED:
+                if self._session_lost:
+                    self._session_lost = False
+                    log.info("ZooKeeper session of %s re-established as a new session", self.name)
+                    for name, handler in session_handlers:
+                        self._run_session_callback(name, handler.on_new_session)
+                self._rerun_watch_handlers()
+
+    @staticmethod
+    def _run_session_callback(name: str, callback: Callable[[], None]) -> None:
+        try:
+            callback()
+        except Exception:
+            log.exception("session handler %s failed", name)
+
+    def _rerun_watch_handlers(self) -> None:
+        with self._handlers_lock:
+            calls = list(self._znode_handlers.items()) + list(self._child_handlers.items())
+        for path, handler in calls:
+            self._call_handler(handler, path)
+
+    # --- requests ----------------------------------------------------------------------------------
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run one kazoo `*_async` request, as Kafka's client does: wait up to the connection
+        timeout for a connection, retry on connection loss, and give up with
+        ZooKeeperUnavailableError (kazoo's own sync calls would wait forever while disconnected)."""
+        timeout = self.connection_timeout_ms / 1000
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._connected.wait(remaining):
+                break
+            try:
+                return fn(*args, **kwargs).get(timeout=max(remaining, self.session_timeout_ms / 1000))
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError):
+                time.sleep(0.05)
+            except KazooTimeoutError:
+                break
+            except ConnectionClosedError:
+                break
+        raise ZooKeeperUnavailableError(
+            f"ZooKeeper at {self.connect} is unavailable: no connection within {self.connection_timeout_ms} ms"
+        )
+
+    def get_data(self, path: str, watch: bool = False) -> tuple[bytes | None, ZnodeStat | None]:
+        """The node's data and stat, (None, None) if it does not exist. With `watch`, a watch is
+        left whether or not the node exists (creation, deletion and data changes fire it)."""
+        client = self.kazoo
+        while True:
+            if watch and self.call(client.exists_async, path, watch=self._watch_fired) is None:
+                return None, None
+            try:
+                return self.call(client.get_async, path, watch=self._watch_fired if watch else None)
+            except NoNodeError:
+                if not watch:
+                    return None, None
+
+    def exists(self, path: str, watch: bool = False) -> ZnodeStat | None:
+        return self.call(self.kazoo.exists_async, path, watch=self._watch_fired if watch else None)
+
+    def get_children(self, path: str, watch: bool = False) -> list[str]:
+        """Children of `path` ([] if it does not exist; with `watch` its creation is watched)."""
+        client = self.kazoo
+        while True:
+            try:
+                return self.call(client.get_children_async, path, watch=self._watch_fired if watch else None)
+            except NoNodeError:
+                if not watch or self.call(client.exists_async, path, watch=self._watch_fired) is None:
+                    return []
+
+    def create_recursive(
+        self, path: str, data: bytes | None = None, ephemeral: bool = False, sequence: bool = False
+    ) -> str:
+        """Create `path` (and missing parents, with null data); returns the created path.
+        NodeExistsError propagates for the node itself."""
+        client = self.kazoo
+        try:
+            return self.call(client.create_async, path, data, ephemeral=ephemeral, sequence=sequence)
+        except NoNodeError:
+            for parent in _parents(path):
+                try:
+                    self.call(client.create_async, parent, None)
+                except NodeExistsError:
+                    pass
+            return self.call(client.create_async, path, data, ephemeral=ephemeral, sequence=sequence)
+
+    def ensure_persistent_path(self, path: str) -> None:
+        try:
+            if self.exists(path) is None:
+                self.create_recursive(path)
+        except NodeExistsError:
+            pass
+
+    def set_data(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        return self.call(self.kazoo.set_async, path, data, version)
+
+    def delete(self, path: str, version: int = -1) -> None:
+        self.call(self.kazoo.delete_async, path, version)
+
+    def multi(self, build: Callable[[Any], None]) -> list[Any]:
+        """Run a transaction built by `build(transaction)`; returns kazoo's per-op results (on
+        failure every entry is an exception instance, the failing op's one specific)."""
+
+        def commit() -> Any:
+            transaction = self.kazoo.transaction()
+            build(transaction)
+            return transaction.commit_async()
+
+        return self.call(commit)

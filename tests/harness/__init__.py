@@ -1,0 +1,1 @@
+"""Helpers that start and stop real external processes (ZooKeeper, brokers) for integration tests."""
