@@ -1,0 +1,337 @@
+"""Kafka 3.9 broker configuration keys: name, type, default and validator.
+
+Names and defaults follow Kafka's ServerConfigs, ServerLogConfigs, SocketServerConfigs,
+ReplicationConfigs, ZkConfigs, GroupCoordinatorConfig and TransactionLogConfig, so a
+server.properties written for Kafka means the same thing here. ``ConfigType`` uses the
+numbering of the DescribeConfigs response so handlers can report types directly.
+Only ZooKeeper-mode keys are defined; anything else is reported as unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value that stops the broker from starting (names the key)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+class ConfigType(IntEnum):
+    """Value types, numbered as in DescribeConfigsResponse.ConfigType."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+DOUBLE_MAX = 1.7976931348623157e308
+
+_INT_RANGES = {
+    ConfigType.SHORT: (-(2**15), 2**15 - 1),
+    ConfigType.INT: (-(2**31), INT_MAX),
+    ConfigType.LONG: (-(2**63), LONG_MAX),
+}
+_LIST_SPLIT = re.compile(r"\s*,\s*")
+
+Validator = Callable[[str, Any], None]
+
+
+def parse_value(key: str, config_type: ConfigType, raw: Any) -> Any:
+    """Convert a properties string (or an already typed value) the way Kafka's ConfigDef does."""
+    if raw is None:
+        return None
+    if config_type == ConfigType.PASSWORD:
+        return str(raw)
+    if config_type == ConfigType.LIST:
+        if isinstance(raw, (list, tuple)):
+            return [str(item) for item in raw]
+        text = str(raw).strip()
+        return [] if not text else _LIST_SPLIT.split(text)
+    if config_type in (ConfigType.STRING, ConfigType.CLASS):
+        return str(raw).strip()
+    if config_type == ConfigType.BOOLEAN:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise ConfigError(key, f"invalid value {raw!r}: expected true or false")
+        return text == "true"
+    if config_type == ConfigType.DOUBLE:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(key, f"invalid value {raw!r}: not a number") from None
+    lo, hi = _INT_RANGES[config_type]
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+        raise ConfigError(key, f"invalid value {raw!r}: expected an integer")
+    try:
+        value = int(raw.strip()) if isinstance(raw, str) else raw
+    except ValueError:
+        raise ConfigError(key, f"invalid value {raw!r}: not a number") from None
+    if not lo <= value <= hi:
+        raise ConfigError(key, f"invalid value {raw!r}: out of range for type {config_type.name}")
+    return value
+
+
+def at_least(minimum: float) -> Validator:
+    def check(key: str, value: Any) -> None:
+        if value is not None and value < minimum:
+            raise ConfigError(key, f"invalid value {value}: must be at least {minimum}")
+    return check
+
+
+def between(lo: float, hi: float) -> Validator:
+    def check(key: str, value: Any) -> None:
+        if value is not None and not lo <= value <= hi:
+            raise ConfigError(key, f"invalid value {value}: must be between {lo} and {hi}")
+    return check
+
+
+def one_of(*choices: str) -> Validator:
+    def check(key: str, value: Any) -> None:
+        if value is not None and value not in choices:
+            raise ConfigError(key, f"invalid value {value!r}: must be one of {', '.join(choices)}")
+    return check
+
+
+def each_of(*choices: str) -> Validator:
+    """For LIST values: every item must be one of ``choices``."""
+    def check(key: str, value: Any) -> None:
+        for item in value or ():
+            if item not in choices:
+                raise ConfigError(key, f"invalid value {item!r}: items must be among {', '.join(choices)}")
+    return check
+
+
+def _gzip_level(key: str, value: Any) -> None:
+    if value != -1 and not 1 <= value <= 9:
+        raise ConfigError(key, f"invalid value {value}: must be -1 or between 1 and 9")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    type: ConfigType
+    default: Any  # already typed (None: no default)
+    validator: Validator | None = None
+
+    def parse(self, raw: Any) -> Any:
+        value = parse_value(self.name, self.type, raw)
+        if self.validator is not None and value is not None:
+            self.validator(self.name, value)
+        return value
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka builds this from a HashMap of SecurityProtocol values; this is the order 3.9 prints.
+DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
+
+B, S, I, SH, L, D, LI, C = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.SHORT,
+                            ConfigType.LONG, ConfigType.DOUBLE, ConfigType.LIST, ConfigType.CLASS)
+
+_DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
+    # --- broker identity and ZooKeeper
+    ("broker.id", I, -1, None),
+    ("broker.id.generation.enable", B, True, None),
+    ("reserved.broker.max.id", I, 1000, at_least(0)),
+    ("broker.rack", S, None, None),
+    ("process.roles", LI, [], each_of("broker", "controller")),
+    ("zookeeper.connect", S, None, None),
+    ("zookeeper.session.timeout.ms", I, 18000, None),
+    ("zookeeper.connection.timeout.ms", I, None, None),
+    ("zookeeper.max.in.flight.requests", I, 10, at_least(1)),
+    ("zookeeper.set.acl", B, False, None),
+    ("zookeeper.metadata.migration.enable", B, False, None),
+    ("inter.broker.protocol.version", S, "3.9-IV0", None),
+    ("unstable.api.versions.enable", B, False, None),
+    ("request.timeout.ms", I, 30000, at_least(0)),
+    ("background.threads", I, 10, at_least(1)),
+    ("controlled.shutdown.enable", B, True, None),
+    ("controlled.shutdown.max.retries", I, 3, None),
+    ("controlled.shutdown.retry.backoff.ms", L, 5000, None),
+    ("controller.socket.timeout.ms", I, 30000, None),
+    ("delete.topic.enable", B, True, None),
+    ("auto.create.topics.enable", B, True, None),
+    ("num.partitions", I, 1, at_least(1)),
+    ("default.replication.factor", I, 1, None),
+    ("message.max.bytes", I, 1048588, at_least(0)),
+    ("compression.type", S, "producer", one_of(*COMPRESSION_TYPES)),
+    ("compression.gzip.level", I, -1, _gzip_level),
+    ("compression.lz4.level", I, 9, between(1, 17)),
+    ("compression.zstd.level", I, 3, between(-131072, 22)),
+    ("fetch.max.bytes", I, 57671680, at_least(1024)),
+    ("max.incremental.fetch.session.cache.slots", I, 1000, at_least(0)),
+    ("authorizer.class.name", S, "", None),
+    # --- socket server
+    ("listeners", LI, ["PLAINTEXT://:9092"], None),
+    ("advertised.listeners", LI, None, None),
+    ("listener.security.protocol.map", S, DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP, None),
+    ("inter.broker.listener.name", S, None, None),
+    ("security.inter.broker.protocol", S, "PLAINTEXT", one_of(*SECURITY_PROTOCOLS)),
+    ("num.network.threads", I, 3, at_least(1)),
+    ("num.io.threads", I, 8, at_least(1)),
+    ("queued.max.requests", I, 500, at_least(1)),
+    ("queued.max.request.bytes", L, -1, None),
+    ("socket.send.buffer.bytes", I, 102400, None),
+    ("socket.receive.buffer.bytes", I, 102400, None),
+    ("socket.request.max.bytes", I, 104857600, at_least(1)),
+    ("socket.listen.backlog.size", I, 50, at_least(1)),
+    ("max.connections", I, INT_MAX, at_least(0)),
+    ("max.connections.per.ip", I, INT_MAX, at_least(0)),
+    ("max.connections.per.ip.overrides", S, "", None),
+    ("max.connection.creation.rate", I, INT_MAX, at_least(0)),
+    ("connections.max.idle.ms", L, 600000, None),
+    ("connection.failed.authentication.delay.ms", I, 100, at_least(0)),
+    # --- logs
+    ("log.dir", S, "/tmp/kafka-logs", None),
+    ("log.dirs", S, None, None),
+    ("log.segment.bytes", I, 1024 * 1024 * 1024, at_least(14)),  # LegacyRecord.RECORD_OVERHEAD_V0
+    ("log.roll.hours", I, 24 * 7, at_least(1)),
+    ("log.roll.ms", L, None, None),
+    ("log.roll.jitter.hours", I, 0, at_least(0)),
+    ("log.roll.jitter.ms", L, None, None),
+    ("log.retention.hours", I, 24 * 7, None),
+    ("log.retention.minutes", I, None, None),
+    ("log.retention.ms", L, None, None),
+    ("log.retention.bytes", L, -1, None),
+    ("log.retention.check.interval.ms", L, 5 * 60 * 1000, at_least(1)),
+    ("log.cleanup.policy", LI, ["delete"], each_of(*CLEANUP_POLICIES)),
+    ("log.index.size.max.bytes", I, 10 * 1024 * 1024, at_least(4)),
+    ("log.index.interval.bytes", I, 4096, at_least(0)),
+    ("log.flush.interval.messages", L, LONG_MAX, at_least(1)),
+    ("log.flush.interval.ms", L, None, None),
+    ("log.flush.scheduler.interval.ms", L, LONG_MAX, None),
+    ("log.flush.offset.checkpoint.interval.ms", I, 60000, at_least(0)),
+    ("log.flush.start.offset.checkpoint.interval.ms", I, 60000, at_least(0)),
+    ("log.segment.delete.delay.ms", L, 60000, at_least(0)),
+    ("log.preallocate", B, False, None),
+    ("log.message.format.version", S, "3.0-IV1", None),
+    ("log.message.timestamp.type", S, "CreateTime", one_of(*TIMESTAMP_TYPES)),
+    ("log.message.timestamp.difference.max.ms", L, LONG_MAX, at_least(0)),
+    ("log.message.timestamp.before.max.ms", L, LONG_MAX, at_least(0)),
+    ("log.message.timestamp.after.max.ms", L, LONG_MAX, at_least(0)),
+    ("log.message.downconversion.enable", B, True, None),
+    ("log.initial.task.delay.ms", L, 30000, at_least(0)),
+    ("num.recovery.threads.per.data.dir", I, 1, at_least(1)),
+    ("log.cleaner.enable", B, True, None),
+    ("log.cleaner.threads", I, 1, at_least(0)),
+    ("log.cleaner.io.max.bytes.per.second", D, DOUBLE_MAX, None),
+    ("log.cleaner.dedupe.buffer.size", L, 128 * 1024 * 1024, None),
+    ("log.cleaner.io.buffer.size", I, 512 * 1024, at_least(0)),
+    ("log.cleaner.io.buffer.load.factor", D, 0.9, None),
+    ("log.cleaner.backoff.ms", L, 15000, at_least(0)),
+    ("log.cleaner.min.cleanable.ratio", D, 0.5, between(0, 1)),
+    ("log.cleaner.delete.retention.ms", L, 24 * 60 * 60 * 1000, at_least(0)),
+    ("log.cleaner.min.compaction.lag.ms", L, 0, at_least(0)),
+    ("log.cleaner.max.compaction.lag.ms", L, LONG_MAX, at_least(1)),
+    ("min.insync.replicas", I, 1, at_least(1)),
+    ("unclean.leader.election.enable", B, False, None),
+    # --- replication
+    ("replica.lag.time.max.ms", L, 30000, None),
+    ("replica.socket.timeout.ms", I, 30000, None),
+    ("replica.socket.receive.buffer.bytes", I, 64 * 1024, None),
+    ("replica.fetch.max.bytes", I, 1024 * 1024, at_least(0)),
+    ("replica.fetch.wait.max.ms", I, 500, None),
+    ("replica.fetch.min.bytes", I, 1, None),
+    ("replica.fetch.backoff.ms", I, 1000, at_least(0)),
+    ("replica.fetch.response.max.bytes", I, 10 * 1024 * 1024, at_least(0)),
+    ("replica.high.watermark.checkpoint.interval.ms", L, 5000, None),
+    ("replica.selector.class", C, None, None),
+    ("num.replica.fetchers", I, 1, None),
+    ("fetch.purgatory.purge.interval.requests", I, 1000, None),
+    ("producer.purgatory.purge.interval.requests", I, 1000, None),
+    ("delete.records.purgatory.purge.interval.requests", I, 1, None),
+    ("auto.leader.rebalance.enable", B, True, None),
+    ("leader.imbalance.per.broker.percentage", I, 10, None),
+    ("leader.imbalance.check.interval.seconds", L, 300, at_least(1)),
+    # --- group coordinator
+    ("group.min.session.timeout.ms", I, 6000, None),
+    ("group.max.session.timeout.ms", I, 1800000, None),
+    ("group.initial.rebalance.delay.ms", I, 3000, None),
+    ("group.max.size", I, INT_MAX, at_least(1)),
+    ("offset.metadata.max.bytes", I, 4096, None),
+    ("offsets.load.buffer.size", I, 5 * 1024 * 1024, at_least(1)),
+    ("offsets.topic.num.partitions", I, 50, at_least(1)),
+    ("offsets.topic.replication.factor", SH, 3, at_least(1)),
+    ("offsets.topic.segment.bytes", I, 100 * 1024 * 1024, at_least(1)),
+    ("offsets.topic.compression.codec", I, 0, between(0, 4)),
+    ("offsets.retention.minutes", I, 7 * 24 * 60, at_least(1)),
+    ("offsets.retention.check.interval.ms", L, 600000, at_least(1)),
+    ("offsets.commit.timeout.ms", I, 5000, at_least(1)),
+    # --- transactions
+    ("transaction.state.log.num.partitions", I, 50, at_least(1)),
+    ("transaction.state.log.replication.factor", SH, 3, at_least(1)),
+    ("transaction.state.log.segment.bytes", I, 100 * 1024 * 1024, at_least(1)),
+    ("transaction.state.log.min.isr", I, 2, at_least(1)),
+    ("transaction.state.log.load.buffer.size", I, 5 * 1024 * 1024, at_least(1)),
+    ("transactional.id.expiration.ms", I, 7 * 24 * 3600 * 1000, at_least(1)),
+    ("transaction.max.timeout.ms", I, 900000, at_least(1)),
+    ("transaction.abort.timed.out.transaction.cleanup.interval.ms", I, 10000, at_least(1)),
+    ("transaction.remove.expired.transaction.cleanup.interval.ms", I, 3600 * 1000, at_least(1)),
+    ("transaction.partition.verification.enable", B, True, None),
+    ("producer.id.expiration.ms", I, 86400000, at_least(1)),
+    ("producer.id.expiration.check.interval.ms", I, 600000, at_least(1)),
+)
+
+CONFIG_KEYS: dict[str, ConfigKey] = {name: ConfigKey(name, t, d, v) for name, t, d, v in _DEFINITIONS}
+
+# Topic-level config -> broker keys that supply its default, highest precedence first
+# (Kafka's ServerTopicConfigSynonyms). Hour/minute synonyms are converted to ms.
+TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "segment.bytes": ("log.segment.bytes",),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "retention.bytes": ("log.retention.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "max.message.bytes": ("message.max.bytes",),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "cleanup.policy": ("log.cleanup.policy",),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "compression.type": ("compression.type",),
+    "compression.gzip.level": ("compression.gzip.level",),
+    "compression.lz4.level": ("compression.lz4.level",),
+    "compression.zstd.level": ("compression.zstd.level",),
+    "preallocate": ("log.preallocate",),
+    "message.format.version": ("log.message.format.version",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms",),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
+    "message.downconversion.enable": ("log.message.downconversion.enable",),
+}
+
+# Multiplier to milliseconds for synonyms expressed in coarser units.
+SYNONYM_TO_MS: dict[str, int] = {
+    "log.roll.hours": 3600 * 1000,
+    "log.roll.jitter.hours": 3600 * 1000,
+    "log.retention.minutes": 60 * 1000,
+    "log.retention.hours": 3600 * 1000,
+}

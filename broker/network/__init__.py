@@ -1,0 +1,1 @@
+"""The broker's network layer: SocketServer, Processors, RequestChannel and handler pool."""

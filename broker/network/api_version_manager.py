@@ -1,0 +1,43 @@
+"""Which APIs and versions this broker serves (Kafka's ApiVersionManager for a ZK broker).
+
+The network layer asks ``is_api_enabled`` for every request, and closes the connection
+when it says no; the ApiVersions handler reports ``enabled_apis``. ApiVersions itself is
+accepted at any version, because a client sends its newest one and expects an
+UNSUPPORTED_VERSION answer it can read, not a closed socket.
+"""
+
+from __future__ import annotations
+
+from protocol.api_keys import API_SPECS, ApiKey
+
+ZK_BROKER_LISTENER = "zkBroker"
+
+
+class ApiVersionManager:
+    def __init__(self, enable_unstable_last_version: bool = False, listener_type: str = ZK_BROKER_LISTENER) -> None:
+        self.listener_type = listener_type
+        self._ranges: dict[int, tuple[int, int]] = {}
+        for key, spec in API_SPECS.items():
+            if listener_type not in spec.listeners:
+                continue
+            top = spec.max_version
+            if spec.latest_version_unstable and not enable_unstable_last_version:
+                top -= 1
+            if top >= spec.min_version:
+                self._ranges[int(key)] = (spec.min_version, top)
+
+    def version_range(self, api_key: int) -> tuple[int, int] | None:
+        """(min, max) served for this api key, None if the broker does not serve it."""
+        return self._ranges.get(api_key)
+
+    def is_api_enabled(self, api_key: int, api_version: int) -> bool:
+        served = self._ranges.get(api_key)
+        if served is None:
+            return False
+        if api_key == ApiKey.API_VERSIONS:
+            return True
+        return served[0] <= api_version <= served[1]
+
+    def enabled_apis(self) -> list[tuple[ApiKey, int, int]]:
+        """(api key, min version, max version) for the ApiVersions response, by key."""
+        return [(ApiKey(key), lo, hi) for key, (lo, hi) in sorted(self._ranges.items())]

@@ -1,0 +1,325 @@
+"""KafkaChannel: one client connection, owned by a Processor.
+
+Reads size-prefixed frames into owned bytearrays (records decode as views into them), keeps
+a few complete frames read ahead, and hands the connection's requests to the request
+channel one at a time, as Kafka does by muting a channel while its request is in flight.
+Responses are queued as parts and written by ``flush``: consecutive buffers go out in one
+``sendmsg`` (uvloop would make each ``write()`` its own syscall), file slices with
+``os.sendfile``. Reading pauses while the read-ahead is full, while the request channel has
+no room for the next request, or while the client is not reading its responses.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import logging
+import os
+import socket
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from broker.config import EndPoint
+from broker.network.request_channel import Request, Response, ResponseAction
+
+if TYPE_CHECKING:
+    from broker.network.processor import Processor
+
+log = logging.getLogger(__name__)
+
+RECEIVE_BUFFER_SIZE = 64 * 1024  # per processor; larger frames get a buffer of their own
+MAX_READ_AHEAD_FRAMES = 64        # complete frames buffered behind the in-flight request
+MAX_READ_AHEAD_BYTES = 1 << 20
+FLUSH_THRESHOLD_BYTES = 256 * 1024  # queued response bytes that are written without waiting
+IOV_MAX = 1024
+_BUFFER_TYPES = (bytes, bytearray, memoryview)
+_SENDFILE_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK, errno.EBADF}
+
+
+class ChannelState(enum.Enum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class KafkaChannel:
+    def __init__(self, processor: Processor, sock: socket.socket, connection_id: str,
+                 listener: EndPoint, client_address: tuple[str, int], client_ip: str) -> None:
+        self.processor = processor
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.connection_id = connection_id
+        self.listener = listener
+        self.client_address = client_address
+        self.client_ip = client_ip
+        self.state = ChannelState.OPEN
+        self.in_flight: Request | None = None
+        self._partial = b""                   # the start of a frame that fits the receive buffer
+        self._large: bytearray | None = None  # a frame too big for the receive buffer, being filled
+        self._large_filled = 0
+        self._frames: deque[bytearray] = deque()
+        self._frames_bytes = 0
+        self._blocked: Request | None = None  # parsed, waiting for room in the request channel
+        self._sends: deque[Any] = deque()
+        self._send_bytes = 0
+        self._file_sent = 0                   # bytes of the file slice at the head already sent
+        self._reading = False
+        self._writing = False
+
+    # --- state ------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.state is ChannelState.CLOSED
+
+    @property
+    def has_pending_work(self) -> bool:
+        """A request in flight or responses unsent: not idle, whatever the clock says."""
+        return self.in_flight is not None or self._blocked is not None or bool(self._sends)
+
+    def can_defer_flush(self) -> bool:
+        """Wait for the next pipelined request's response so both go out in one write?
+
+        Only while that request is queued but no handler has picked it up yet: a handler that
+        has started either answers within this loop iteration or is waiting on something.
+        """
+        return (self.in_flight is not None and self.in_flight.dequeue_time_ns is None
+                and self._send_bytes < FLUSH_THRESHOLD_BYTES and not self._writing)
+
+    def start(self) -> None:
+        self._update_reading()
+
+    def _want_read(self) -> bool:
+        return (self.state is ChannelState.OPEN and self._blocked is None and not self._writing
+                and len(self._frames) < MAX_READ_AHEAD_FRAMES and self._frames_bytes < MAX_READ_AHEAD_BYTES)
+
+    def _update_reading(self) -> None:
+        want = self._want_read()
+        if want != self._reading:
+            loop = self.processor.loop
+            if want:
+                loop.add_reader(self.fd, self._on_readable)
+            else:
+                loop.remove_reader(self.fd)
+            self._reading = want
+
+    # --- receiving ----------------------------------------------------------------------------
+    def _on_readable(self) -> None:
+        try:
+            if self._large is not None:
+                n = self.sock.recv_into(memoryview(self._large)[self._large_filled:])
+            else:
+                n = self.sock.recv_into(self.processor.receive_buffer, RECEIVE_BUFFER_SIZE - len(self._partial))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.close(f"read failed: {exc}")
+            return
+        if n == 0:
+            self.close("closed by the client")
+            return
+        self.processor.bytes_received += n
+        self.processor.touch(self)
+        if self._large is not None:
+            self._large_filled += n
+            if self._large_filled == len(self._large):
+                self._push_frame(self._large)
+                self._large = None
+        else:
+            received = memoryview(self.processor.receive_buffer)[:n]
+            if not self._extract_frames(memoryview(self._partial + received) if self._partial else received):
+                return
+        self._dispatch_next()
+        self._update_reading()
+
+    def _push_frame(self, frame: bytearray) -> None:
+        self._frames.append(frame)
+        self._frames_bytes += len(frame)
+
+    def _extract_frames(self, view: memoryview) -> bool:
+        """Copy complete frames out of ``view`` and keep the rest; False if the connection was closed.
+
+        ``view`` is the processor's shared receive buffer (or a copy of it joined to the
+        previous partial frame), so an idle connection holds no buffer of its own.
+        """
+        pos, end = 0, len(view)
+        max_size = self.processor.max_request_size
+        while end - pos >= 4:
+            size = int.from_bytes(view[pos:pos + 4], "big", signed=True)
+            if size < 0 or size > max_size:
+                self.close(f"invalid receive (size = {size} "
+                           + (f"larger than {max_size})" if size > 0 else "is negative)"), logging.WARNING)
+                return False
+            if end - pos - 4 >= size:
+                self._push_frame(bytearray(view[pos + 4:pos + 4 + size]))
+                pos += 4 + size
+                continue
+            if size + 4 > RECEIVE_BUFFER_SIZE:
+                self._large = bytearray(size)
+                have = end - pos - 4
+                self._large[:have] = view[pos + 4:end]
+                self._large_filled = have
+                pos = end
+            break
+        self._partial = bytes(view[pos:end])
+        return True
+
+    # --- dispatching --------------------------------------------------------------------------
+    def _dispatch_next(self) -> None:
+        if self.state is not ChannelState.OPEN or self.in_flight is not None or self._blocked is not None:
+            return
+        if self._writing or not self._frames:
+            return
+        frame = self._frames.popleft()
+        self._frames_bytes -= len(frame)
+        request = self.processor.parse_request(self, frame)
+        if request is not None:
+            self._send_to_channel(request)
+
+    def _send_to_channel(self, request: Request) -> None:
+        channel = self.processor.request_channel
+        if channel.try_send_request(request):
+            self.in_flight = request
+            self.processor.requests_received += 1
+        else:
+            self._blocked = request
+            channel.wait_for_space(self._retry_blocked)
+            self._update_reading()
+
+    def _retry_blocked(self) -> None:
+        request, self._blocked = self._blocked, None
+        if request is None or self.closed:
+            return
+        self._send_to_channel(request)
+        self._update_reading()
+
+    def complete(self, response: Response) -> None:
+        """The in-flight request's response: queue it, then let the next request through."""
+        if response.request is not self.in_flight:
+            log.error("Dropping response for %s: it is not the request in flight on %s",
+                      response.request, self.connection_id)
+            return
+        self.in_flight = None
+        if response.action is ResponseAction.CLOSE:
+            self.close("the request handler closed the connection", logging.DEBUG)
+            return
+        if response.action is ResponseAction.SEND:
+            self._sends.extend(response.parts)
+            self._send_bytes += response.size()
+        # Dispatch before asking for a flush: a handler that answers the next request right
+        # away then does so before the flush runs, and both responses share one write.
+        self._dispatch_next()
+        self._update_reading()
+        if self._sends and not self._writing:
+            self.processor.mark_dirty(self)
+
+    # --- sending ------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write as much of the queued responses as the socket takes without blocking."""
+        sends = self._sends
+        try:
+            while sends and self.state is ChannelState.OPEN:
+                if isinstance(sends[0], _BUFFER_TYPES):
+                    if not self._send_buffers():
+                        break
+                elif not self._send_file():
+                    break
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:
+            self.close(f"write failed: {exc}")
+            return
+        if self.closed:
+            return
+        self._set_writing(bool(sends))
+        if not sends:
+            self.processor.touch(self)
+            self._dispatch_next()
+            self._update_reading()
+
+    def _send_buffers(self) -> bool:
+        """One sendmsg of the leading buffers; True if all of them went out."""
+        sends = self._sends
+        batch = []
+        for part in sends:
+            if not isinstance(part, _BUFFER_TYPES) or len(batch) == IOV_MAX:
+                break
+            batch.append(part)
+        sent = self.sock.sendmsg(batch)
+        self._sent(sent)
+        remaining = sent
+        for _ in range(len(batch)):
+            size = len(sends[0])
+            if remaining < size:
+                sends[0] = memoryview(sends[0])[remaining:]
+                return False
+            remaining -= size
+            sends.popleft()
+        return True
+
+    def _send_file(self) -> bool:
+        """sendfile() the file slice at the head; True once it is fully sent."""
+        part = self._sends[0]
+        length = len(part)
+        if self._file_sent >= length:
+            self._sends.popleft()
+            self._file_sent = 0
+            return True
+        fileno, position = getattr(part, "fileno", None), getattr(part, "position", None)
+        if fileno is None or position is None:
+            self._replace_file_with_bytes(part)
+            return True
+        try:
+            sent = os.sendfile(self.fd, fileno(), position + self._file_sent, length - self._file_sent)
+        except OSError as exc:
+            if exc.errno not in _SENDFILE_UNSUPPORTED:
+                raise
+            self._replace_file_with_bytes(part)
+            return True
+        if sent == 0:
+            raise OSError(errno.EIO, f"file slice shrank while being sent ({self._file_sent} of {length} bytes)")
+        self._sent(sent)
+        self._file_sent += sent
+        if self._file_sent < length:
+            return False
+        self._sends.popleft()
+        self._file_sent = 0
+        return True
+
+    def _replace_file_with_bytes(self, part: Any) -> None:
+        data = part.read_bytes() if hasattr(part, "read_bytes") else bytes(part)
+        self._sends[0] = memoryview(data)[self._file_sent:]
+        self._file_sent = 0
+
+    def _sent(self, n: int) -> None:
+        self._send_bytes -= n
+        self.processor.bytes_sent += n
+        self.processor.writes += 1
+
+    def _set_writing(self, blocked: bool) -> None:
+        if blocked != self._writing:
+            if blocked:
+                self.processor.loop.add_writer(self.fd, self.flush)
+            else:
+                self.processor.loop.remove_writer(self.fd)
+            self._writing = blocked
+            self._update_reading()
+
+    # --- closing ------------------------------------------------------------------------------
+    def close(self, reason: str, level: int = logging.DEBUG) -> None:
+        if self.state is ChannelState.CLOSED:
+            return
+        self.state = ChannelState.CLOSED
+        log.log(level, "Closing connection %s from %s: %s", self.connection_id, self.client_ip, reason)
+        loop = self.processor.loop
+        if self._reading:
+            loop.remove_reader(self.fd)
+        if self._writing:
+            loop.remove_writer(self.fd)
+        self._reading = self._writing = False
+        self._frames.clear()
+        self._sends.clear()
+        self._blocked = None
+        self.in_flight = None
+        try:
+            self.sock.close()
+        finally:
+            self.processor.connection_closed(self)

@@ -1,0 +1,90 @@
+"""KafkaRequestHandlerPool: ``num.io.threads`` workers taking requests off the channel.
+
+How handlers run, and why: each worker is an asyncio task on the broker's single event
+loop, not an OS thread. Python threads would serialise on the GIL for the protocol work that
+dominates request handling (decoding, building responses), and would need locks around
+every piece of broker state; tasks share that state safely and may ``await`` (delayed
+produce/fetch, coordinator waits) without holding a thread. Calls that can block for long
+(fsync, segment roll and deletion, log recovery) go through ``run_blocking`` to a thread
+pool of the same size, so a slow disk does not stall the loop; ordinary appends and reads
+are short pwrite/pread calls and stay on the loop.
+
+A handler is ``async def handle(request) -> Response | None``. Returning a Response sends
+it. Returning None means the handler parked the request (e.g. in a purgatory) and will call
+``request_channel.send_response`` itself, so a long poll does not occupy a worker: the
+workers bound how many requests are being *processed* at once, not how many are waiting.
+A handler that raises gets its connection closed (with a log line), like a request Kafka
+cannot parse; answering with error codes is the handler's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from broker.network.request_channel import Request, RequestChannel, Response
+from protocol.exceptions import ProtocolError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+RequestHandler = Callable[[Request], Awaitable[Response | None]]
+
+
+class KafkaRequestHandlerPool:
+    def __init__(self, request_channel: RequestChannel, handler: RequestHandler, num_threads: int) -> None:
+        if num_threads < 1:
+            raise ValueError("num_threads must be at least 1")
+        self.request_channel = request_channel
+        self.handler = handler
+        self.num_threads = num_threads
+        self.requests_handled = 0
+        self._workers: list[asyncio.Task[None]] = []
+        self._executor = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="kafka-io")
+
+    def start(self) -> None:
+        self._workers = [asyncio.get_running_loop().create_task(self._run(), name=f"kafka-request-handler-{i}")
+                         for i in range(self.num_threads)]
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking call (fsync, file deletion, ...) off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def _run(self) -> None:
+        channel = self.request_channel
+        while True:
+            request = await channel.receive_request()
+            if request is None:  # the channel was closed: shut down
+                return
+            response = await self._handle(request)
+            self.requests_handled += 1
+            if response is not None:
+                try:
+                    channel.send_response(response)
+                except Exception:  # a bug in the network layer must not cost a worker
+                    log.exception("Failed to send %r", response)
+
+    async def _handle(self, request: Request) -> Response | None:
+        try:
+            return await self.handler(request)
+        except asyncio.CancelledError:
+            raise
+        except ProtocolError as exc:
+            log.warning("Closing connection %s: cannot parse %r: %s", request.connection_id, request.header, exc)
+        except Exception:
+            log.exception("Closing connection %s: unexpected error handling %r", request.connection_id, request.header)
+        return Response.close(request)
+
+    async def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Close the channel, let the workers finish their current request, then stop them."""
+        self.request_channel.close()
+        if self._workers:
+            _, pending = await asyncio.wait(self._workers, timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,171 @@
+"""Pure parts of the network layer: RequestChannel, ApiVersionManager, ConnectionQuotas."""
+from __future__ import annotations
+
+import asyncio
+from unittest.mock import MagicMock
+
+import pytest
+
+from broker.config_defs import ConfigError
+from broker.network.api_version_manager import ApiVersionManager
+from broker.network.connection_quotas import ConnectionQuotas, normalize_ip
+from broker.network.request_channel import Request, RequestChannel, Response, ResponseAction
+from protocol.api_keys import API_SPECS, ApiKey
+from protocol.framing import encode_request
+from protocol.headers import parse_request_header
+from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+
+
+def make_request(correlation_id: int = 1, processor: object | None = None) -> Request:
+    frame = bytearray(encode_request(ApiVersionsRequest(client_software_name="x", client_software_version="1"),
+                                     ApiKey.API_VERSIONS, 3, correlation_id, "c")[4:])
+    return Request(processor or MagicMock(), f"conn-{correlation_id}", parse_request_header(frame), frame,
+                   "PLAINTEXT", "PLAINTEXT", ("127.0.0.1", 5000))
+
+
+# --- Request / Response ---------------------------------------------------------------------------
+
+def test_request_body_is_decoded_lazily_from_the_frame():
+    request = make_request(7)
+    assert request.header.correlation_id == 7
+    assert request.principal == "User:ANONYMOUS"
+    assert request.body() == ApiVersionsRequest(client_software_name="x", client_software_version="1")
+    assert request.body() is request.body()
+
+
+def test_response_send_encodes_size_header_and_body():
+    request = make_request(9)
+    response = Response.send(request, ApiVersionsResponse(throttle_time_ms=5))
+    frame = b"".join(bytes(p) for p in response.parts)
+    assert response.action is ResponseAction.SEND
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4 == response.size() - 4
+    assert int.from_bytes(frame[4:8], "big") == 9  # ApiVersions: response header v0
+    assert ApiVersionsResponse.decode(frame[8:], 3).throttle_time_ms == 5
+    assert Response.no_op(request).parts == [] and Response.close(request).action is ResponseAction.CLOSE
+
+
+# --- RequestChannel -------------------------------------------------------------------------------
+
+def test_channel_is_bounded_and_fifo():
+    async def scenario() -> None:
+        channel = RequestChannel(2)
+        a, b, c = make_request(1), make_request(2), make_request(3)
+        assert channel.try_send_request(a) and channel.try_send_request(b)
+        assert not channel.try_send_request(c)
+        assert len(channel) == 2
+        assert await channel.receive_request() is a
+        assert a.dequeue_time_ns is not None
+        assert channel.try_send_request(c)
+        assert [await channel.receive_request(), await channel.receive_request()] == [b, c]
+    asyncio.run(scenario())
+
+
+def test_waiting_receiver_gets_the_request_directly():
+    async def scenario() -> None:
+        channel = RequestChannel(1)
+        receiver = asyncio.create_task(channel.receive_request())
+        await asyncio.sleep(0)
+        request = make_request()
+        assert channel.try_send_request(request)
+        assert len(channel) == 0
+        assert await receiver is request
+    asyncio.run(scenario())
+
+
+def test_space_waiters_are_called_when_a_slot_frees():
+    async def scenario() -> None:
+        channel = RequestChannel(1)
+        assert channel.try_send_request(make_request(1))
+        resumed: list[str] = []
+        channel.wait_for_space(lambda: resumed.append("gone"))  # takes no slot: the next one runs too
+        channel.wait_for_space(lambda: (resumed.append("b"), channel.try_send_request(make_request(2))))
+        channel.wait_for_space(lambda: resumed.append("c"))
+        await channel.receive_request()
+        assert resumed == ["gone", "b"]
+        await channel.receive_request()
+        assert resumed == ["gone", "b", "c"]
+    asyncio.run(scenario())
+
+
+def test_close_wakes_receivers_and_refuses_requests():
+    async def scenario() -> None:
+        channel = RequestChannel(1)
+        receivers = [asyncio.create_task(channel.receive_request()) for _ in range(3)]
+        await asyncio.sleep(0)
+        channel.close()
+        assert await asyncio.gather(*receivers) == [None, None, None]
+        assert not channel.try_send_request(make_request())
+        assert await channel.receive_request() is None
+    asyncio.run(scenario())
+
+
+def test_send_response_routes_to_the_owning_processor():
+    processor = MagicMock()
+    request = make_request(processor=processor)
+    response = Response.no_op(request)
+    RequestChannel(1).send_response(response)
+    processor.enqueue_response.assert_called_once_with(response)
+
+
+# --- ApiVersionManager ----------------------------------------------------------------------------
+
+def test_zk_broker_serves_exactly_the_zk_broker_apis():
+    manager = ApiVersionManager()
+    served = {key for key, _, _ in manager.enabled_apis()}
+    assert served == {key for key, spec in API_SPECS.items() if "zkBroker" in spec.listeners}
+    assert {ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION} <= served
+    assert not {ApiKey.VOTE, ApiKey.BROKER_HEARTBEAT, ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.SHARE_FETCH} & served
+    assert manager.version_range(ApiKey.PRODUCE) == (0, 11)
+    assert manager.version_range(ApiKey.FETCH) == (0, 17)
+
+
+def test_version_checks_and_the_api_versions_exception():
+    manager = ApiVersionManager()
+    assert manager.is_api_enabled(ApiKey.METADATA, 12)
+    assert not manager.is_api_enabled(ApiKey.METADATA, 13)
+    assert not manager.is_api_enabled(ApiKey.VOTE, 0)
+    assert not manager.is_api_enabled(999, 0)
+    assert manager.is_api_enabled(ApiKey.API_VERSIONS, 127)
+
+
+def test_unstable_latest_versions_need_the_flag():
+    assert ApiVersionManager(listener_type="broker").version_range(ApiKey.SHARE_FETCH) is None
+    assert ApiVersionManager(True, listener_type="broker").version_range(ApiKey.SHARE_FETCH) == (0, 0)
+
+
+# --- ConnectionQuotas -----------------------------------------------------------------------------
+
+def test_per_ip_limits_and_overrides():
+    quotas = ConnectionQuotas(10, 2, {"127.0.0.2": 0, "localhost": 3})
+    assert quotas.max_for("127.0.0.1") == 3  # the host name resolved to its address
+    assert quotas.try_inc("10.0.0.1") and quotas.try_inc("10.0.0.1")
+    assert not quotas.try_inc("10.0.0.1")
+    assert not quotas.try_inc("127.0.0.2")
+    assert quotas.total == 2 and quotas.count("10.0.0.1") == 2
+    quotas.dec("10.0.0.1")
+    assert quotas.try_inc("10.0.0.1")
+
+
+def test_total_limit_wakes_waiters_when_a_connection_closes():
+    quotas = ConnectionQuotas(2, 100)
+    assert quotas.try_inc("a") and quotas.try_inc("b")
+    assert quotas.at_capacity
+    resumed: list[int] = []
+    quotas.wait_for_capacity(lambda: resumed.append(1))
+    quotas.dec("a")
+    assert resumed == [1] and not quotas.at_capacity
+    quotas.dec("b")
+    assert resumed == [1]
+    quotas.dec("nobody")  # logged, not counted
+    assert quotas.total == 0
+
+
+def test_unresolvable_override_host_is_a_config_error():
+    with pytest.raises(ConfigError, match="max.connections.per.ip.overrides"):
+        ConnectionQuotas(1, 1, {"no-such-host.invalid": 1})
+
+
+def test_ipv4_mapped_addresses_are_normalized():
+    assert normalize_ip("::ffff:127.0.0.1") == "127.0.0.1"
+    assert normalize_ip("::1") == "::1"
+    assert normalize_ip("10.1.2.3") == "10.1.2.3"
