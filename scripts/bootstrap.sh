@@ -22,9 +22,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 if [ ! -f "$stamp" ]; then
-    echo "bootstrap: pip install -e .[test]"
+    echo "bootstrap: pip install -e .[test,spark]"
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e '.[test]'
+    .venv/bin/pip install -q -e '.[test,spark]'
     rm -f .venv/.installed-*
     touch "$stamp"
 fi
