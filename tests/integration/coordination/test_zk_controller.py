@@ -125,7 +125,8 @@ def test_topic_deletion_removes_every_znode(cluster: Cluster) -> None:
         wait_until(lambda: zk.exists("/brokers/topics/doomed") is None, what="topic znode removal")
         wait_until(lambda: zk.exists("/admin/delete_topics/doomed") is None, what="marker removal")
         assert zk.exists("/config/topics/doomed") is None
-        assert "doomed" not in controller.context.all_topics
+        # The controller thread forgets the topic right after deleting its znodes.
+        wait_until(lambda: "doomed" not in controller.context.all_topics, what="topic forgotten")
     finally:
         zk.stop()
     stop_requests = [r for b in cluster.brokers.values() for r in b.sink.received(STOP_REPLICA)]
@@ -241,13 +242,18 @@ def test_controller_keeps_working_after_a_zookeeper_outage(zookeeper: ZooKeeperS
         controller = cluster.active_controller()
         wait_until(lambda: 2 in controller.context.live_brokers, what="broker 2")
         zookeeper.stop()
-        assert controller.is_active  # the session outlives a short outage: nothing to give up
+        assert controller.is_active  # losing the connection alone gives nothing up
         zookeeper.start()
         wait_until(lambda: controller.zk.zk.connected, what="reconnect")
+        # A slow restart may outlast the session: then the brokers re-register and a
+        # controller is elected again. Either way exactly one controller serves.
+        wait_until(lambda: cluster.active_controller() is not None, what="active controller after the outage")
+        controller = cluster.active_controller()
+        wait_until(lambda: len(controller.context.live_brokers) == 2, what="both brokers live")
         assert controller.create_topics([NewTopic("after-outage", 1, 2)]) == {"after-outage": None}
         tp = TopicPartition("after-outage", 0)
         wait_until(lambda: tp in controller.context.leadership, what="topic after the outage")
-        assert controller.is_active and len(controller.context.live_brokers) == 2
+        assert controller.is_active
     finally:
         cluster.close()
 
