@@ -6,8 +6,11 @@ Run from the repository root:
 
 Appends whole 16 KiB and 1 MiB batches through Log.append_as_leader (CRC check, offset
 assignment, producer-state and index work included) and compares them with plain
-sequential os.write calls of the same sizes to the same disk in the same run; both finish
-with one fsync. Reads walk the log with Log.read (whole-batch slices) and then copy the
+sequential os.pwrite calls of the same buffer, the same count and so the same total bytes
+to a new file on the same disk, interleaved in the same run, each starting after os.sync().
+Both are reported twice: "buffered" stops the clock when the last write returns (the
+page cache: Python overhead per append shows here) and "synced" after the final fsync
+(Log.flush on the log side; the disk's write-back dominates). Ratios compare medians. Reads walk the log with Log.read (whole-batch slices) and then copy the
 bytes out, the fallback path of the network layer. Recovery writes an unflushed log,
 drops it without closing it, and times the reopen that re-validates every batch.
 """
@@ -24,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -45,35 +49,44 @@ def make_batch(size: int) -> bytearray:
     return builder.build()
 
 
-def raw_write(directory: str, chunk: int, total: int) -> float:
-    path = os.path.join(directory, f"raw-{chunk}.bin")
-    data = os.urandom(chunk)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+class WriteResult(NamedTuple):
+    buffered: float  # MB/s until the last write returned (page cache, CPU-bound)
+    synced: float  # MB/s including the final fsync (the disk)
+
+
+def _rates(written: int, start: float, written_at: float, synced_at: float) -> WriteResult:
+    return WriteResult(written / MIB / (written_at - start), written / MIB / (synced_at - start))
+
+
+def raw_write(directory: str, data: bytearray, count: int) -> WriteResult:
+    """The disk's baseline: the same buffer, the same number of pwrites to one new file, one fsync."""
+    path = os.path.join(directory, "raw.log")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     os.sync()  # start from a clean page cache, as the log runs do
     start = time.perf_counter()
-    written = 0
-    while written < total:
-        written += os.write(fd, data)
+    position = 0
+    for _ in range(count):
+        position += os.pwrite(fd, data, position)
+    written_at = time.perf_counter()
     os.fsync(fd)
-    elapsed = time.perf_counter() - start
+    synced_at = time.perf_counter()
     os.close(fd)
     os.remove(path)
-    return written / MIB / elapsed
+    return _rates(position, start, written_at, synced_at)
 
 
-def log_append(directory: str, batch_size: int, total: int) -> tuple[float, Log, bytearray]:
-    log = Log(os.path.join(directory, f"bench-{batch_size}-0"), LogConfig())
-    batch = make_batch(batch_size)
+def log_append(directory: str, batch: bytearray, count: int) -> tuple[WriteResult, Log]:
+    """``count`` appends of ``batch`` through Log.append_as_leader, then Log.flush (one fsync per file)."""
+    log = Log(os.path.join(directory, f"bench-{len(batch)}-0"), LogConfig())
     os.sync()
     start = time.perf_counter()
-    written = 0
-    while written < total:
+    for _ in range(count):
         batch[0:8] = ZERO_OFFSET  # the buffer is reused: producers send base offset 0
         log.append_as_leader(batch, leader_epoch=0)
-        written += len(batch)
+    written_at = time.perf_counter()
     log.flush()
-    elapsed = time.perf_counter() - start
-    return written / MIB / elapsed, log, batch
+    synced_at = time.perf_counter()
+    return _rates(count * len(batch), start, written_at, synced_at), log
 
 
 def log_read(log: Log, batch: bytearray, fetch_bytes: int) -> tuple[float, float]:
@@ -119,6 +132,19 @@ def fmt(values: list[float]) -> str:
     return "/".join(f"{v:.0f}" for v in values)
 
 
+def summary(label: str, raws: list[WriteResult], appends: list[WriteResult]) -> str:
+    lines = []
+    for kind in ("buffered", "synced"):
+        raw = statistics.median(getattr(r, kind) for r in raws)
+        appended = statistics.median(getattr(a, kind) for a in appends)
+        lines.append(
+            f"{label:>6} batches, {kind:8}: append {appended:8.1f} MB/s | raw {raw:8.1f} MB/s | "
+            f"ratio {appended / raw:6.1%}   [raw {fmt([getattr(r, kind) for r in raws])}; "
+            f"append {fmt([getattr(a, kind) for a in appends])}]"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", default=None, help="directory on the disk to test (default: a temp dir)")
@@ -133,19 +159,22 @@ def main() -> None:
     try:
         total = args.size_mb * MIB
         for size, label in ((16 * 1024, "16 KiB"), (MIB, "1 MiB")):
-            raws, appends = [], []
-            for _ in range(args.repeat):  # interleaved, so both see the same disk conditions
-                raws.append(raw_write(base, size, total))
-                appended, log, batch = log_append(base, size, total)
-                appends.append(appended)
-                zero_copy, copied = log_read(log, batch, MIB)
-                log.delete()
-            raw, appended = statistics.median(raws), statistics.median(appends)
-            print(
-                f"{label:>6} batches: append {appended:8.1f} MB/s | raw sequential write {raw:8.1f} MB/s | "
-                f"ratio {appended / raw:5.1%} | read {zero_copy:8.1f} MB/s (slices) {copied:8.1f} MB/s (copied)"
-                f"   [medians of {args.repeat}; raw {fmt(raws)}; append {fmt(appends)}]"
-            )
+            batch = make_batch(size)
+            count = -(-total // len(batch))  # the same bytes and write sizes for both sides
+            raws, appends, reads = [], [], []
+            for i in range(args.repeat):  # interleaved, alternating which goes first
+                for side in ("raw", "log") if i % 2 == 0 else ("log", "raw"):
+                    if side == "raw":
+                        raws.append(raw_write(base, batch, count))
+                    else:
+                        appended, log = log_append(base, batch, count)
+                        appends.append(appended)
+                        reads.append(log_read(log, batch, MIB))
+                        log.delete()
+            print(summary(label, raws, appends))
+            zero_copy = statistics.median(r[0] for r in reads)
+            copied = statistics.median(r[1] for r in reads)
+            print(f"{label:>6} batches, read: {zero_copy:8.1f} MB/s (slices) {copied:8.1f} MB/s (copied)")
         elapsed, written = recovery(base, args.recovery_mb * MIB)
         per_gib = elapsed * (1 << 30) / written
         print(

@@ -8,24 +8,14 @@ keeps its descriptor open until file.delete.delay.ms has passed, as Kafka does.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Iterator
 
 from protocol.exceptions import CorruptRecordError
-from protocol.records.batch import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, BatchHeader, Buffer
+from protocol.records.batch import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, Buffer, read_batch_header
 from protocol.records.log_entry import LogEntryHeader, read_log_entry, validate_log_entry
 
 READ_CHUNK = 1 << 20  # bytes per pread while reading whole batches (recovery, dump)
 HEADER_WINDOW = 4096  # bytes per pread while stepping through batch headers only (fetch, lookups)
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # DefaultRecordBatch's 61-byte header
-
-
-def peek_batch_header(buf: Buffer, pos: int) -> BatchHeader:
-    """A v2 header read from a window that may end before the batch does (fetch-path scans)."""
-    header = BatchHeader(*_V2_HEADER.unpack_from(buf, pos))
-    if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or header.last_offset_delta < 0 or header.record_count < 0:
-        raise CorruptRecordError(f"record batch at position {pos} has an invalid header: {header!r}")
-    return header
 
 
 class FileRecords:
@@ -92,10 +82,12 @@ class FileRecords:
     # --- the writable file ---------------------------------------------------------------
     def append(self, buf: Buffer) -> int:
         """Write the whole buffer at the logical end (one pwrite in practice)."""
-        view = memoryview(buf)
-        written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], self._size + written)
+        total = len(buf)
+        written = os.pwrite(self._fd, buf, self._size)
+        if written < total:  # a short write: finish through a view, without copying
+            view = memoryview(buf)
+            while written < total:
+                written += os.pwrite(self._fd, view[written:], self._size + written)
         self._size += written
         return written
 
@@ -162,7 +154,7 @@ class FileRecords:
                 if with_data:
                     header = validate_log_entry(buf, off)
                 elif magic == 2 and size >= RECORD_BATCH_OVERHEAD:
-                    header = peek_batch_header(buf, off)
+                    header = read_batch_header(buf, off, check_size=False)  # the window may end mid-batch
                 else:
                     header = read_log_entry(buf, off)
             except CorruptRecordError as exc:

@@ -13,27 +13,18 @@ import enum
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from protocol.exceptions import CorruptRecordError
-from protocol.records.batch import (
-    Buffer,
-    BatchHeader,
-    iter_batch_positions,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
-)
-from protocol.records.log_entry import LogEntryHeader, decode_entry_records, validate_log_entry
+from protocol.records.batch import Buffer
+from protocol.records.log_entry import decode_entry_records
 from storage.checkpoints import LeaderEpochCheckpointFile
 from storage.errors import (
     CorruptRecordStorageError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
-    RecordTooLargeError,
-    UnexpectedAppendOffsetError,
 )
 from storage.file_records import FileRecords
 from storage.leader_epoch_cache import LeaderEpochFileCache
@@ -42,14 +33,14 @@ from storage.log_files import DELETED_SUFFIX, LEADER_EPOCH_CHECKPOINT
 from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_segment import LogSegment, now_ms
 from storage.log_segments import LogSegments
-from storage.producer_state import (
-    AppendOrigin,
-    BatchMetadata,
-    CompletedTxn,
-    ProducerAppendInfo,
-    ProducerStateManager,
-    read_end_txn_marker,
+from storage.log_validator import (
+    LogAppendInfo,
+    analyze_and_validate_records,
+    analyze_producer_state,
+    assign_offsets_and_epoch,
+    check_follower_offsets,
 )
+from storage.producer_state import AppendOrigin, ProducerStateManager
 from storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -81,21 +72,6 @@ class FetchDataInfo:
     records: FileRecords
     first_entry_incomplete: bool = False
     aborted_transactions: list[AbortedTxn] | None = None
-
-
-@dataclass(slots=True)
-class LogAppendInfo:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    log_start_offset: int
-    valid_bytes: int
-    num_batches: int
-    num_records: int
-    duplicate: bool = False
-    completed_txns: list[CompletedTxn] = field(default_factory=list)
 
 
 class TimestampAndOffset(NamedTuple):
@@ -207,149 +183,77 @@ class Log:
     # --- appends --------------------------------------------------------------------------
     def append_as_leader(
         self, records: bytearray | memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT,
-        now: int | None = None,
+        now: int | None = None, *, validated: bool = False,
     ) -> LogAppendInfo:
-        """Validate, assign offsets in place (``records`` must be writable) and append."""
-        return self._append(records, origin, leader_epoch, assign_offsets=True, now=now)
+        """Validate, assign offsets in place (``records`` must be writable) and append.
+
+        ``validated=True`` skips the CRC check, for callers that already checked every batch's
+        CRC on the produce path (each batch must be CRC-checked exactly once before it is
+        written); framing and all other checks still run.
+        """
+        return self._append(records, origin, leader_epoch, assign_offsets=True, now=now, check_crc=not validated)
 
     def append_as_follower(self, records: Buffer, now: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader as they are (offsets already assigned)."""
-        return self._append(records, AppendOrigin.REPLICATION, -1, assign_offsets=False, now=now)
-
-    def _analyze(self, records: Buffer, origin: AppendOrigin, assign_offsets: bool) -> list[tuple[int, LogEntryHeader]]:
-        """Framing, CRC, size and per-origin checks of each batch; nothing per record."""
-        batches = []
-        end = 0
-        try:
-            for position, size in iter_batch_positions(records):
-                header = validate_log_entry(records, position)
-                batches.append((position, header))
-                end = position + size
-        except CorruptRecordError as exc:
-            raise CorruptRecordStorageError(f"append to {self.topic_partition}: {exc}") from exc
-        if end != len(records):
-            raise CorruptRecordStorageError(
-                f"append to {self.topic_partition} ends with {len(records) - end} bytes of a partial batch"
-            )
-        for position, header in batches:
-            if header.size > self.config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {header.size} bytes at position {position} exceeds max.message.bytes "
-                    f"{self.config.max_message_bytes} of {self.topic_partition}"
-                )
-            if assign_offsets and header.magic != 2:
-                raise InvalidRecordError(
-                    f"leader appends to {self.topic_partition} take magic 2 batches; convert magic {header.magic} first"
-                )
-            if origin is AppendOrigin.CLIENT and header.magic >= 2:
-                if header.base_offset != 0:
-                    raise InvalidRecordError(
-                        f"the baseOffset of the record batch in the append to {self.topic_partition} should be 0, "
-                        f"but it is {header.base_offset}"
-                    )
-                if header.is_control:
-                    raise InvalidRecordError(f"clients may not append control batches to {self.topic_partition}")
-        return batches
+        return self._append(records, AppendOrigin.REPLICATION, -1, assign_offsets=False, now=now, check_crc=True)
 
     def _append(
-        self, records: Buffer, origin: AppendOrigin, leader_epoch: int, assign_offsets: bool, now: int | None
+        self, records: Buffer, origin: AppendOrigin, leader_epoch: int, assign_offsets: bool, now: int | None,
+        check_crc: bool,
     ) -> LogAppendInfo:
-        batches = self._analyze(records, origin, assign_offsets)
+        batches = analyze_and_validate_records(
+            records, self.topic_partition, self.config.max_message_bytes, origin, assign_offsets, check_crc
+        )
         current = now_ms() if now is None else now
+        size = len(records)
         with self._lock:
             if not batches:
                 return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0, 0)
-            append_time = NO_TIMESTAMP
             if assign_offsets:
-                offset = self._next_offset
                 append_time = current if self.config.log_append_time else NO_TIMESTAMP
-                for position, header in batches:
-                    set_base_offset(records, position, offset)  # type: ignore[arg-type]
-                    set_partition_leader_epoch(records, position, leader_epoch)  # type: ignore[arg-type]
-                    header.base_offset = offset
-                    header.partition_leader_epoch = leader_epoch
-                    if self.config.log_append_time:
-                        set_log_append_time(records, position, current)  # type: ignore[arg-type]
-                        header.max_timestamp = current
-                    offset = header.next_offset
+                assign_offsets_and_epoch(records, batches, self._next_offset, leader_epoch, append_time)
             else:
-                expected = self._next_offset
-                for position, header in batches:
-                    first = header.base_offset if header.magic >= 2 else header.last_offset
-                    if first < expected:
-                        raise UnexpectedAppendOffsetError(
-                            f"follower append to {self.topic_partition} at offset {first} (position {position}) "
-                            f"is below the expected offset {expected}"
-                        )
-                    expected = header.next_offset
-            headers = [h for _, h in batches]
-            first_offset = headers[0].base_offset if headers[0].magic >= 2 else headers[0].last_offset
-            last_offset = headers[-1].last_offset
-            max_ts, max_ts_offset = NO_TIMESTAMP, -1
-            for header in headers:
+                append_time = NO_TIMESTAMP
+                check_follower_offsets(batches, self._next_offset, self.topic_partition)
+            first, last = batches[0][1], batches[-1][1]
+            first_offset = first.base_offset if first.magic >= 2 else first.last_offset
+            last_offset = last.last_offset
+            max_ts, max_ts_offset, num_records = NO_TIMESTAMP, -1, 0
+            for _, header in batches:
+                num_records += header.record_count
                 if header.max_timestamp > max_ts:
                     max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-            if len(records) > self.config.segment_bytes:
+            if size > self.config.segment_bytes:
                 raise RecordBatchTooLargeError(
-                    f"message batch size is {len(records)} bytes in append to {self.topic_partition}, "
+                    f"message batch size is {size} bytes in append to {self.topic_partition}, "
                     f"which exceeds the maximum configured segment size of {self.config.segment_bytes}"
                 )
-            updated, completed, duplicate = self._analyze_producer_state(records, batches, origin)
+            updated, completed, duplicate = analyze_producer_state(self.producers, records, batches, origin)
             if duplicate is not None:
                 return LogAppendInfo(
                     duplicate.first_offset, duplicate.last_offset, max_ts, max_ts_offset, duplicate.timestamp,
-                    self._log_start_offset, len(records), len(batches), sum(h.record_count for h in headers),
-                    duplicate=True,
+                    self._log_start_offset, size, len(batches), num_records, duplicate=True,
                 )
-            segment = self._maybe_roll(len(records), max_ts, last_offset, first_offset, current)
-            segment.append(last_offset, max_ts, records, headers)
-            self._next_offset = last_offset + 1
-            for header in headers:
+            segment = self._maybe_roll(size, max_ts, last_offset, first_offset, current)
+            segment.append(last_offset, max_ts, records, batches)
+            self._next_offset = next_offset = last_offset + 1
+            epochs = self.leader_epoch_cache
+            for _, header in batches:
                 if header.magic >= 2 and header.partition_leader_epoch >= 0:
-                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+                    epochs.assign(header.partition_leader_epoch, header.base_offset)
+            producers = self.producers
             for info in updated.values():
-                self.producers.update(info)
+                producers.update(info)
             for txn in completed:
-                segment.update_txn_index(txn, self.producers.last_stable_offset(txn))
-                self.producers.complete_txn(txn)
-            self.producers.update_map_end_offset(self._next_offset)
-            if self._next_offset - self._recovery_point >= self.config.flush_messages:
+                segment.update_txn_index(txn, producers.last_stable_offset(txn))
+                producers.complete_txn(txn)
+            producers.update_map_end_offset(next_offset)
+            if next_offset - self._recovery_point >= self.config.flush_messages:
                 self.flush()
             return LogAppendInfo(
                 first_offset, last_offset, max_ts, max_ts_offset, append_time, self._log_start_offset,
-                len(records), len(batches), sum(h.record_count for h in headers), completed_txns=completed,
+                size, len(batches), num_records, completed_txns=completed,
             )
-
-    def _analyze_producer_state(
-        self, records: Buffer, batches: list[tuple[int, LogEntryHeader]], origin: AppendOrigin
-    ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
-        updated: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
-        for position, header in batches:
-            if header.magic < 2 or header.producer_id < 0:
-                continue
-            assert isinstance(header, BatchHeader)
-            if origin is AppendOrigin.CLIENT:
-                entry = self.producers.last_entry(header.producer_id)
-                if entry is not None:
-                    duplicate = entry.find_duplicate_batch(header.producer_epoch, header.base_sequence, header.last_sequence)
-                    if duplicate is not None:
-                        return updated, completed, duplicate
-            info = updated.get(header.producer_id)
-            if info is None:
-                info = updated[header.producer_id] = self.producers.prepare_update(header.producer_id, origin)
-            if header.is_control:
-                marker = read_end_txn_marker(memoryview(records)[position : position + header.size])
-                if marker is not None:
-                    txn = info.append_end_txn_marker(marker, header.producer_epoch, header.base_offset, header.max_timestamp)
-                    if txn is not None:
-                        completed.append(txn)
-            else:
-                info.append_data_batch(
-                    header.producer_epoch, header.base_sequence, header.last_sequence, header.max_timestamp,
-                    header.base_offset, header.last_offset, header.is_transactional,
-                )
-        return updated, completed, None
 
     # --- rolling and flushing ---------------------------------------------------------------
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, first_offset: int, now: int) -> LogSegment:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from protocol.exceptions import CorruptRecordError
+from storage.abstract_index import INT32_MAX
 from storage.errors import CorruptIndexError, CorruptRecordStorageError, IndexOffsetOverflowError
 from protocol.records.log_entry import LogEntryHeader, decode_entry_records
 from storage.file_records import FileRecords
@@ -113,27 +114,31 @@ class LogSegment:
         return self.offset_index.can_append_offset(offset)
 
     def _ensure_offset_in_range(self, offset: int) -> None:
-        if not self.can_convert_to_relative_offset(offset):
+        if not 0 <= offset - self.base_offset <= INT32_MAX:  # can_convert_to_relative_offset, inlined for appends
             raise IndexOffsetOverflowError(
                 f"offset {offset} cannot be stored relative to segment base offset {self.base_offset} in {self.log.path}"
             )
 
     # --- appending --------------------------------------------------------------------------
-    def append(self, largest_offset: int, largest_timestamp: int, buf: Any, headers: Sequence[LogEntryHeader]) -> None:
-        """Write the batches in ``buf`` (already offset-assigned) and index them."""
+    def append(
+        self, largest_offset: int, largest_timestamp: int, buf: Any, batches: Sequence[tuple[int, LogEntryHeader]]
+    ) -> None:
+        """Write ``buf`` (already offset-assigned) and index its batches, given as (position in
+        ``buf``, header) pairs parsed by the caller."""
         if not len(buf):
             return
-        position = self.size
-        if position == 0:
+        start = len(self.log)
+        if start == 0:
             self.rolling_based_timestamp = largest_timestamp
         self._ensure_offset_in_range(largest_offset)
         self.log.append(buf)
-        self._mark_verified(position, self.size)
-        for header in headers:
-            self._index_batch(header, position)
-            position += header.size
+        self._mark_verified(start, start + len(buf))
+        index_batch = self._index_batch
+        for position, header in batches:
+            index_batch(header, start + position)
 
     def _index_batch(self, header: LogEntryHeader, position: int) -> None:
+        """Track the max timestamp and add index entries every index.interval.bytes."""
         max_ts = self._max_ts or self.max_timestamp_so_far
         if header.max_timestamp > max_ts.timestamp:
             max_ts = self._max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
@@ -238,9 +243,18 @@ class LogSegment:
         return start
 
     def _mark_verified(self, start: int, end: int) -> None:
+        verified = self._verified
+        if verified:
+            lo, hi = verified[-1]
+            if lo <= start <= hi:  # appends: grow the last range in O(1)
+                verified[-1] = (lo, max(hi, end))
+                return
+        if not verified or verified[-1][1] < start:
+            verified.append((start, end))
+            return
         merged = (start, end)
         kept = []
-        for lo, hi in self._verified:
+        for lo, hi in verified:
             if hi < merged[0] or lo > merged[1]:
                 kept.append((lo, hi))
             else:
@@ -320,7 +334,7 @@ class LogSegment:
             or (size > 0 and self.time_waited_for_roll(now, max_timestamp_in_messages) > max_segment_ms - self.rolling_jitter_ms)
             or self.offset_index.entries >= self.offset_index.max_entries
             or self.time_index.is_full()
-            or not 0 <= max_offset_in_messages - self.base_offset <= 0x7FFFFFFF
+            or not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX
         )
 
     def on_become_inactive_segment(self) -> None:

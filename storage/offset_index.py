@@ -9,6 +9,7 @@ from storage.abstract_index import AbstractIndex
 from storage.errors import CorruptIndexError, InvalidOffsetError
 
 _ENTRY = struct.Struct(">ii")
+_PACK_ENTRY = _ENTRY.pack_into
 
 
 class OffsetPosition(NamedTuple):
@@ -39,15 +40,16 @@ class OffsetIndex(AbstractIndex):
 
     def append(self, offset: int, position: int) -> None:
         with self._lock:
+            entries = self.entries
             if self.is_full():
-                raise InvalidOffsetError(f"attempt to append to a full index {self.path} ({self.entries} entries)")
-            if self.entries and offset <= self.last_offset:
+                raise InvalidOffsetError(f"attempt to append to a full index {self.path} ({entries} entries)")
+            if entries and offset <= self.last_offset:
                 raise InvalidOffsetError(
-                    f"attempt to append offset {offset} at position {self.entries} no larger than "
+                    f"attempt to append offset {offset} at position {entries} no larger than "
                     f"the last offset appended ({self.last_offset}) to {self.path}"
                 )
-            _ENTRY.pack_into(self._mmap, self.entries * 8, self.relative_offset(offset), position)
-            self.entries += 1
+            _PACK_ENTRY(self._mmap, entries * 8, self.relative_offset(offset), position)
+            self.entries = entries + 1
             self.last_offset = offset
 
     def sanity_check(self) -> None:

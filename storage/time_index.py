@@ -13,6 +13,7 @@ from storage.abstract_index import AbstractIndex
 from storage.errors import CorruptIndexError, InvalidOffsetError
 
 _ENTRY = struct.Struct(">qi")
+_PACK_ENTRY = _ENTRY.pack_into
 NO_TIMESTAMP = -1
 
 
@@ -49,23 +50,25 @@ class TimeIndex(AbstractIndex):
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add (timestamp, offset) if the timestamp is larger than the last entry's."""
         with self._lock:
+            entries = self.entries
             if not skip_full_check and self.is_full():
-                raise InvalidOffsetError(f"attempt to append to a full time index {self.path} ({self.entries} entries)")
-            if self.entries and offset < self.last_entry.offset:
+                raise InvalidOffsetError(f"attempt to append to a full time index {self.path} ({entries} entries)")
+            last = self.last_entry
+            if entries and offset < last.offset:
                 raise InvalidOffsetError(
-                    f"attempt to append offset {offset} to slot {self.entries} no larger than the last "
-                    f"offset appended ({self.last_entry.offset}) to {self.path}"
+                    f"attempt to append offset {offset} to slot {entries} no larger than the last "
+                    f"offset appended ({last.offset}) to {self.path}"
                 )
-            if self.entries and timestamp < self.last_entry.timestamp:
+            if entries and timestamp < last.timestamp:
                 raise InvalidOffsetError(
-                    f"attempt to append timestamp {timestamp} to slot {self.entries} no larger than the last "
-                    f"timestamp appended ({self.last_entry.timestamp}) to {self.path}"
+                    f"attempt to append timestamp {timestamp} to slot {entries} no larger than the last "
+                    f"timestamp appended ({last.timestamp}) to {self.path}"
                 )
-            if timestamp > self.last_entry.timestamp:
-                if self.entries >= self.max_entries:
+            if timestamp > last.timestamp:
+                if entries >= self.max_entries:
                     raise InvalidOffsetError(f"time index {self.path} has no room for a final entry")
-                _ENTRY.pack_into(self._mmap, self.entries * 12, timestamp, self.relative_offset(offset))
-                self.entries += 1
+                _PACK_ENTRY(self._mmap, entries * 12, timestamp, self.relative_offset(offset))
+                self.entries = entries + 1
                 self.last_entry = TimestampOffset(timestamp, offset)
 
     def sanity_check(self) -> None:

@@ -159,8 +159,12 @@ def read_magic(buf: Buffer, pos: int = 0) -> int:
     return _BYTE.unpack_from(buf, pos + MAGIC_OFFSET)[0]
 
 
-def read_batch_header(buf: Buffer, pos: int = 0) -> BatchHeader:
-    """Parse the v2 batch header at ``pos``; checks framing, not the CRC."""
+def read_batch_header(buf: Buffer, pos: int = 0, *, check_size: bool = True) -> BatchHeader:
+    """Parse the v2 batch header at ``pos``; checks framing, not the CRC.
+
+    With ``check_size=False`` only the 61 header bytes must be in ``buf``: the batch may run
+    past its end, as when stepping through a file by headers read in small windows.
+    """
     available = len(buf) - pos
     if available < RECORD_BATCH_OVERHEAD:
         raise CorruptRecordError(
@@ -170,14 +174,15 @@ def read_batch_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     header = BatchHeader(*_HEADER.unpack_from(buf, pos))
     if header.magic != 2:
         raise CorruptRecordError(f"record batch at position {pos} has magic {header.magic}, expected 2")
-    if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+    batch_length = header.batch_length
+    if batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
         raise CorruptRecordError(
-            f"record batch at position {pos} has batchLength {header.batch_length}, "
+            f"record batch at position {pos} has batchLength {batch_length}, "
             f"below the minimum {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}"
         )
-    if header.size > available:
+    if check_size and batch_length + LOG_OVERHEAD > available:
         raise CorruptRecordError(
-            f"record batch at position {pos} is truncated: batchLength {header.batch_length} "
+            f"record batch at position {pos} is truncated: batchLength {batch_length} "
             f"runs past the {available} bytes available"
         )
     if header.last_offset_delta < 0 or header.record_count < 0:

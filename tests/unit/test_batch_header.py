@@ -48,3 +48,21 @@ def test_iteration_stops_at_partial_tail() -> None:
     one = _raw_batch()
     buf = one + _raw_batch(base_offset=1) + one[:20]
     assert [p for p, _ in b.iter_batch_positions(buf)] == [0, len(one)]
+
+
+def test_header_only_parse_accepts_a_batch_cut_after_its_header() -> None:
+    raw = _raw_batch(base_offset=9, records=b"\x01" * 100, count=4)
+    window = bytes(raw[: b.RECORD_BATCH_OVERHEAD + 5])  # header plus a little of the records
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        b.read_batch_header(window)
+    h = b.read_batch_header(window, check_size=False)
+    assert (h.base_offset, h.last_offset, h.size) == (9, 12, len(raw))
+    with pytest.raises(CorruptRecordError, match="truncated"):  # the header itself must be whole
+        b.read_batch_header(window[: b.RECORD_BATCH_OVERHEAD - 1], check_size=False)
+    bad = bytearray(window)
+    struct.pack_into(">i", bad, b.BATCH_LENGTH_OFFSET, 10)  # below the minimum batchLength
+    with pytest.raises(CorruptRecordError, match="batchLength"):
+        b.read_batch_header(bad, check_size=False)
+    bad[b.MAGIC_OFFSET] = 1
+    with pytest.raises(CorruptRecordError, match="magic"):
+        b.read_batch_header(bad, check_size=False)

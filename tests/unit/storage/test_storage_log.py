@@ -66,6 +66,53 @@ def test_bad_appends_raise_typed_errors_and_write_nothing(tmp_path: Path) -> Non
     log.close()
 
 
+def test_validated_appends_skip_only_the_crc_check(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", config(max_message_bytes=200))
+    checked = batch(2)
+    checked[-1] ^= 0xFF  # a CRC mismatch the default path must catch
+    with pytest.raises(CorruptRecordStorageError, match="CRC"):
+        log.append_as_leader(bytearray(checked), leader_epoch=0)
+    trusted = batch(2)
+    info = log.append_as_leader(trusted, leader_epoch=0, validated=True)  # the caller checked the CRC
+    assert (info.first_offset, info.last_offset) == (0, 1)
+    with pytest.raises(CorruptRecordStorageError, match="partial batch"):  # framing is still checked
+        log.append_as_leader(batch(1) + batch(1)[:20], leader_epoch=0, validated=True)
+    with pytest.raises(RecordTooLargeError):  # and so are the size and origin rules
+        log.append_as_leader(batch(1, value_size=300), leader_epoch=0, validated=True)
+    with pytest.raises(CorruptRecordStorageError, match="magic"):
+        bad_magic = batch(1)
+        bad_magic[16] = 7
+        log.append_as_leader(bad_magic, leader_epoch=0, validated=True)
+    assert log.log_end_offset == 2 and offsets_in(read_all(log)) == [0, 1]
+    log.close()
+
+
+def test_mixed_batches_fail_at_the_first_bad_one_and_write_nothing(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", config(max_message_bytes=200))
+    corrupt = batch(1)
+    corrupt[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordStorageError, match=f"position {BATCH_SIZE}"):
+        log.append_as_leader(batch(1) + corrupt + batch(1), leader_epoch=0)
+    negative = batch(1)
+    negative[8:12] = (-5).to_bytes(4, "big", signed=True)
+    with pytest.raises(CorruptRecordStorageError, match="negative size"):
+        log.append_as_leader(batch(1) + negative, leader_epoch=0)
+    assert log.log_end_offset == 0 and log.size == 0
+    log.close()
+
+
+def test_appends_extend_one_verified_range(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    for _ in range(50):
+        log.append_as_leader(batch(1), leader_epoch=0)
+    segment = log.active_segment
+    assert segment._verified == [(0, 50 * BATCH_SIZE)]  # constant size however many appends
+    segment._verified = [(0, BATCH_SIZE), (3 * BATCH_SIZE, 4 * BATCH_SIZE)]  # as after reads of a reopened log
+    segment._mark_verified(BATCH_SIZE, 3 * BATCH_SIZE)  # fills the gap: everything merges
+    assert segment._verified == [(0, 4 * BATCH_SIZE)]
+    log.close()
+
+
 def test_read_returns_whole_batches_within_bounds(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     for _ in range(10):
