@@ -38,6 +38,9 @@ _SENDFILE_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENO
 
 class ChannelState(enum.Enum):
     OPEN = "open"
+    # The client closed its side: the requests it already sent are still handled (an acks=0
+    # producer that sends and hangs up expects its data written), their responses dropped.
+    DRAINING = "draining"
     CLOSED = "closed"
 
 
@@ -114,7 +117,7 @@ class KafkaChannel:
             self.close(f"read failed: {exc}")
             return
         if n == 0:
-            self.close("closed by the client")
+            self._drain()
             return
         self.processor.bytes_received += n
         self.processor.touch(self)
@@ -163,8 +166,24 @@ class KafkaChannel:
         return True
 
     # --- dispatching --------------------------------------------------------------------------
+    def _drain(self) -> None:
+        """End of stream: handle every complete request received, then close."""
+        self.state = ChannelState.DRAINING
+        self._partial, self._large = b"", None  # a partial frame can never complete now
+        self._sends.clear()
+        self._send_bytes = 0
+        self._set_writing(False)
+        self._update_reading()
+        self._dispatch_next()
+        self._close_if_drained()
+
+    def _close_if_drained(self) -> None:
+        if (self.state is ChannelState.DRAINING and self.in_flight is None
+                and self._blocked is None and not self._frames):
+            self.close("closed by the client")
+
     def _dispatch_next(self) -> None:
-        if self.state is not ChannelState.OPEN or self.in_flight is not None or self._blocked is not None:
+        if self.state is ChannelState.CLOSED or self.in_flight is not None or self._blocked is not None:
             return
         if self._writing or not self._frames:
             return
@@ -198,6 +217,13 @@ class KafkaChannel:
                       response.request, self.connection_id)
             return
         self.in_flight = None
+        if self.state is ChannelState.DRAINING:
+            if response.action is ResponseAction.CLOSE:
+                self.close("the request handler closed the connection", logging.DEBUG)
+                return
+            self._dispatch_next()
+            self._close_if_drained()
+            return
         if response.action is ResponseAction.CLOSE:
             self.close("the request handler closed the connection", logging.DEBUG)
             return

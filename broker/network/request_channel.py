@@ -60,10 +60,14 @@ class Request:
         return memoryview(self.buffer)[self.header.header_size:]
 
     def body(self) -> Message:
-        """Decode the body once (raises ProtocolError); records fields are views into ``buffer``."""
+        """Decode the body once (raises ProtocolError); records fields are views into ``buffer``.
+
+        Bytes after the body are ignored, as Kafka's request parser ignores them:
+        librdkafka 2.x sends some requests (e.g. Metadata v12) with a few extra bytes.
+        """
         if self._body is None:
             cls = request_class(self.header.api_key)
-            self._body = cls.decode(self.body_bytes, self.header.api_version)
+            self._body, _ = cls.decode_from(self.buffer, self.header.header_size, self.header.api_version)
         return self._body
 
     def __repr__(self) -> str:

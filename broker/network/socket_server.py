@@ -118,7 +118,7 @@ class SocketServer:
     def __init__(self, config: KafkaConfig, request_channel: RequestChannel | None = None,
                  api_versions: ApiVersionManager | None = None) -> None:
         self.config = config
-        self.request_channel = request_channel or RequestChannel(config.queued_max_requests)
+        self.request_channel = request_channel if request_channel is not None else RequestChannel(config.queued_max_requests)
         self.api_versions = api_versions or ApiVersionManager(config.unstable_api_versions_enable)
         self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip,
                                        config.max_connections_per_ip_overrides)

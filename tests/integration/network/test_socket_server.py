@@ -226,6 +226,27 @@ def test_no_response_request_unmutes_the_connection(network_server):
     assert recv_api_versions(sock)[0] == 2
 
 
+def test_requests_sent_before_the_client_hangs_up_are_all_handled(network_server):
+    """An acks=0 producer may send and close at once: Kafka still handles what arrived."""
+    handled: list[int] = []
+
+    async def handle(request: Request) -> Response:
+        await asyncio.sleep(0.01)  # slow enough that most requests are still queued at EOF
+        handled.append(request.header.correlation_id)
+        return Response.no_op(request)
+
+    server = network_server(handle)
+    sock = server.connect()
+    sock.sendall(b"".join(api_versions_request(i) for i in range(20)))
+    sock.close()
+    deadline = threading.Event()
+    for _ in range(200):
+        if len(handled) == 20:
+            break
+        deadline.wait(0.02)
+    assert handled == list(range(20))
+
+
 def test_handler_close_response_and_failure_close_only_that_connection(network_server):
     async def handle(request: Request) -> Response:
         name = request.body().client_software_name
