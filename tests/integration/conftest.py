@@ -44,3 +44,49 @@ def shared_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
 def zk_connect(shared_zookeeper: ZooKeeperServer) -> str:
     """A `zookeeper.connect` string with a chroot of its own on the shared server."""
     return shared_zookeeper.connect_string_with_chroot(f"kafka-{uuid.uuid4().hex[:12]}")
+
+
+# --- brokers (tests/harness/broker.py) ---------------------------------------------------------
+
+@pytest.fixture
+def broker(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator["BrokerProcess"]:
+    """One real broker with its own ZooKeeper chroot and log dir; its log is printed on failure."""
+    from tests.harness.broker import BrokerProcess
+
+    overrides = getattr(request, "param", None) or {}
+    process = BrokerProcess(zk_connect, 0, tmp_path, overrides)
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+        if _failed(request):
+            print(f"--- broker log ({process.log_path}) ---\n{process.log_tail(200)}")
+
+
+@pytest.fixture
+def cluster3(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator["BrokerCluster"]:
+    """Three real brokers (ids 0, 1, 2) on one ZooKeeper chroot."""
+    from tests.harness.broker import BrokerCluster
+
+    created = BrokerCluster(3, zk_connect, tmp_path)
+    try:
+        created.start()
+        yield created
+    finally:
+        created.stop()
+        if _failed(request):
+            for b in created.brokers:
+                print(f"--- broker {b.broker_id} log ---\n{b.log_tail(100)}")
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    report = getattr(request.node, "rep_call", None)
+    return report is not None and report.failed
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)

@@ -1,0 +1,71 @@
+"""``python -m broker config/server.properties [--override key=value ...]`` (kafka-server-start.sh)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from broker.config import KafkaConfig
+from broker.config_defs import ConfigError
+from broker.kafka_server import KafkaServer
+
+log = logging.getLogger("broker")
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO,
+        format="[%(asctime)s,%(msecs)03d] %(levelname)s %(message)s (%(name)s)", datefmt="%Y-%m-%d %H:%M:%S",
+        force=True,
+    )
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+
+
+async def _run(config: KafkaConfig) -> int:
+    server = KafkaServer(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.startup()
+    except Exception as exc:
+        log.error("Fatal error during KafkaServer startup. Prepare to shutdown: %s", exc, exc_info=True)
+        return 1
+    await stop.wait()
+    try:
+        await server.shutdown()
+    except Exception as exc:
+        log.error("Error during KafkaServer shutdown: %s", exc, exc_info=True)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m broker", description="Start a Kafka-compatible broker.")
+    parser.add_argument("config", help="server.properties")
+    parser.add_argument("--override", action="append", default=[], metavar="key=value",
+                        help="override a property of the file (repeatable)")
+    args = parser.parse_args(argv)
+    _configure_logging()
+    try:
+        config = KafkaConfig.load(args.config, args.override)
+    except ConfigError as exc:
+        log.error("Invalid configuration: %s", exc)
+        return 1
+    except OSError as exc:
+        log.error("Cannot read %s: %s", args.config, exc)
+        return 1
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    return runner(_run(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

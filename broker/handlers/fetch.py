@@ -1,0 +1,163 @@
+"""Fetch (v0-17): consumer and replica reads, with incremental fetch sessions and long polls.
+
+Data goes out as the log's FileRecords slices, so the network layer sends it with sendfile;
+only Fetch v0-3 (magic 0/1 readers) gets records down-converted in memory.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+from broker.delayed_fetch import DelayedFetch, enough
+from broker.fetch_session import CachedPartition, FetchContext
+from broker.handlers import handles
+from broker.network.request_channel import Request, Response
+from broker.replica_manager import FetchPartitionSpec, PartitionReadResult
+from broker.services import BrokerServices
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from protocol.exceptions import CorruptRecordError, UnsupportedCompressionError
+from protocol.messages import FetchResponse
+from protocol.records.conversion import downconvert
+from protocol.schema import ZERO_UUID
+from storage.log import FetchIsolation
+
+TopicPartition = tuple[str, int]
+READ_COMMITTED = 1
+TOPIC_ID_MIN_VERSION = 13
+DOWN_CONVERSION_MAX_VERSION = 3
+CURRENT_LEADER_MIN_VERSION = 12
+NODE_ENDPOINTS_MIN_VERSION = 16
+
+
+def _error_response(request: Request, error: Errors) -> Any:
+    return FetchResponse(throttle_time_ms=0, error_code=int(error), session_id=0, responses=[])
+
+
+def _fetch_data(services: BrokerServices, body: Any, version: int
+                ) -> tuple[OrderedDict[TopicPartition, CachedPartition], list[tuple[uuid.UUID, int]]]:
+    """The request's partitions by name; partitions of unknown topic ids are returned apart."""
+    cache = services.metadata_cache
+    data: OrderedDict[TopicPartition, CachedPartition] = OrderedDict()
+    unknown: list[tuple[uuid.UUID, int]] = []
+    for topic in body.topics:
+        if version >= TOPIC_ID_MIN_VERSION:
+            name = cache.topic_name(topic.topic_id)
+            topic_id = topic.topic_id
+        else:
+            name, topic_id = topic.topic, cache.topic_id(topic.topic)
+        for p in topic.partitions:
+            if name is None:
+                unknown.append((topic.topic_id, p.partition))
+                continue
+            data[(name, p.partition)] = CachedPartition(name, p.partition, topic_id, p.fetch_offset,
+                                                        p.partition_max_bytes, p.current_leader_epoch,
+                                                        p.log_start_offset)
+    return data, unknown
+
+
+def _forgotten(services: BrokerServices, body: Any, version: int) -> list[TopicPartition]:
+    out = []
+    for topic in getattr(body, "forgotten_topics_data", None) or []:
+        name = services.metadata_cache.topic_name(topic.topic_id) if version >= TOPIC_ID_MIN_VERSION else topic.topic
+        if name is not None:
+            out.extend((name, p) for p in topic.partitions)
+    return out
+
+
+def _partition_data(tp: TopicPartition, read: PartitionReadResult, fetch_offset: int, version: int,
+                    read_committed: bool) -> Any:
+    records: Any = read.records
+    if version <= DOWN_CONVERSION_MAX_VERSION and len(records):
+        raw = records.read_bytes() if not isinstance(records, bytes) else records
+        try:
+            records = bytes(downconvert(raw, 0 if version < 2 else 1, first_offset=fetch_offset))
+        except (CorruptRecordError, UnsupportedCompressionError):
+            return FetchResponse.PartitionData(partition_index=tp[1],
+                                               error_code=int(Errors.UNSUPPORTED_COMPRESSION_TYPE),
+                                               high_watermark=-1, records=b"")
+    aborted = None
+    if read_committed and read.aborted_transactions is not None and not read.error:
+        aborted = [FetchResponse.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                   for t in read.aborted_transactions]
+    return FetchResponse.PartitionData(
+        partition_index=tp[1], error_code=int(read.error), high_watermark=read.high_watermark,
+        last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
+        aborted_transactions=aborted, records=records,
+    )
+
+
+def _build_response(services: BrokerServices, context: FetchContext, results: dict[TopicPartition, PartitionReadResult],
+                    unknown: list[tuple[uuid.UUID, int]], version: int, read_committed: bool, listener: str) -> Any:
+    topics: OrderedDict[str, Any] = OrderedDict()
+    endpoints: dict[int, Any] = {}  # KIP-951 new-leader hints
+    for tp, cached in context.partitions.items():
+        read = results[tp]
+        include = cached.must_respond(int(read.error), len(read.records) > 0, read.high_watermark,
+                                      read.last_stable_offset, read.log_start_offset)
+        if context.incremental and not include:
+            continue
+        topic = topics.get(tp[0])
+        if topic is None:
+            topic = topics[tp[0]] = FetchResponse.FetchableTopicResponse(
+                topic=tp[0], topic_id=cached.topic_id if cached.topic_id is not None else ZERO_UUID, partitions=[])
+        data = _partition_data(tp, read, cached.fetch_offset, version, read_committed)
+        if version >= CURRENT_LEADER_MIN_VERSION and read.error in (Errors.NOT_LEADER_OR_FOLLOWER,
+                                                                    Errors.FENCED_LEADER_EPOCH):
+            leader, epoch, node = services.metadata_cache.current_leader(tp[0], tp[1], listener)
+            data.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+            if node is not None and version >= NODE_ENDPOINTS_MIN_VERSION:
+                endpoints[node[0]] = FetchResponse.NodeEndpoint(node_id=node[0], host=node[1], port=node[2],
+                                                                rack=node[3])
+        topic.partitions.append(data)
+    responses = list(topics.values())
+    for topic_id, partition in unknown:
+        responses.append(FetchResponse.FetchableTopicResponse(topic_id=topic_id, partitions=[
+            FetchResponse.PartitionData(partition_index=partition, error_code=int(Errors.UNKNOWN_TOPIC_ID),
+                                        high_watermark=-1, records=b"")]))
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses,
+                         node_endpoints=[endpoints[k] for k in sorted(endpoints)])
+
+
+@handles(ApiKey.FETCH, error_response=_error_response)
+async def handle_fetch(services: BrokerServices, request: Request) -> Response | None:
+    body = request.body()
+    version = request.api_version
+    replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
+    fetch_data, unknown = _fetch_data(services, body, version)
+    context = services.fetch_session_cache.new_context(
+        body.session_id, body.session_epoch, fetch_data, _forgotten(services, body, version),
+        uses_topic_ids=version >= TOPIC_ID_MIN_VERSION) if version >= 7 else FetchContext(fetch_data)
+    if context.error:
+        return Response.send(request, _error_response(request, context.error))
+    read_committed = version >= 4 and body.isolation_level == READ_COMMITTED and replica_id < 0
+    if replica_id >= 0:
+        isolation = FetchIsolation.LOG_END
+    else:
+        isolation = FetchIsolation.TXN_COMMITTED if read_committed else FetchIsolation.HIGH_WATERMARK
+    max_bytes = body.max_bytes if version >= 3 else 0x7FFFFFFF
+    if replica_id < 0:
+        max_bytes = min(max_bytes, services.config.fetch_max_bytes)  # the first batch still comes whole
+    specs = {tp: FetchPartitionSpec(c.fetch_offset, c.max_bytes, c.current_leader_epoch, c.log_start_offset)
+             for tp, c in context.partitions.items()}
+    replica_manager = services.replica_manager
+
+    def read() -> dict[TopicPartition, PartitionReadResult]:
+        return replica_manager.read_from_local_log(specs, replica_id, isolation, max_bytes)
+
+    def response(final: dict[TopicPartition, PartitionReadResult]) -> Response:
+        return Response.send(request, _build_response(services, context, final, unknown, version, read_committed,
+                                                      request.listener_name))
+
+    results = read()
+    if body.max_wait_ms <= 0 or not specs or enough(results, body.min_bytes):
+        return response(results)
+
+    def respond(final: dict[TopicPartition, PartitionReadResult]) -> None:
+        services.request_channel.send_response(response(final))
+
+    operation = DelayedFetch(body.max_wait_ms, body.min_bytes, read, respond)
+    replica_manager.fetch_purgatory.try_complete_else_watch(operation, list(specs))
+    return None

@@ -1,0 +1,138 @@
+"""Metadata (v0-12): brokers on the request's listener, cluster and controller ids, topics.
+
+Unknown topics are auto-created when both the broker (auto.create.topics.enable) and the
+client (allow_auto_topic_creation) allow it; the ZK-mode broker writes the assignment with
+AdminZkClient and answers LEADER_NOT_AVAILABLE until the controller has elected leaders.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from broker.handlers import handles
+from broker.metadata_cache import PartitionMetadata
+from broker.network.request_channel import Request, Response
+from broker.services import BrokerServices
+from coordination.admin_zk_client import NewTopic, validate_topic_name
+from coordination.errors import CoordinationError, InvalidTopicError, TopicExistsError
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from protocol.messages import MetadataResponse
+from protocol.schema import ZERO_UUID
+
+log = logging.getLogger(__name__)
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC})
+
+MetadataTopic = MetadataResponse.MetadataResponseTopic
+MetadataPartition = MetadataResponse.MetadataResponsePartition
+
+
+def _internal_topic_spec(services: BrokerServices, topic: str) -> NewTopic:
+    config = services.config
+    if topic == GROUP_METADATA_TOPIC:
+        return NewTopic(topic, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
+                        configs={"cleanup.policy": "compact", "compression.type": "producer",
+                                 "segment.bytes": str(config.offsets_topic_segment_bytes)})
+    return NewTopic(topic, config.transaction_state_log_num_partitions,
+                    config.transaction_state_log_replication_factor,
+                    configs={"cleanup.policy": "compact", "compression.type": "uncompressed",
+                             "min.insync.replicas": str(config.transaction_state_log_min_isr),
+                             "segment.bytes": str(config.transaction_state_log_segment_bytes)})
+
+
+async def auto_create_topic(services: BrokerServices, topic: str) -> Errors:
+    """Create ``topic`` with the broker defaults; the error a metadata answer carries meanwhile."""
+    spec = (_internal_topic_spec(services, topic) if topic in INTERNAL_TOPICS
+            else NewTopic(topic, services.config.num_partitions, services.config.default_replication_factor))
+    try:
+        await services.pool.run_blocking(services.admin_zk.create_topic, spec)
+    except TopicExistsError:
+        return Errors.LEADER_NOT_AVAILABLE
+    except CoordinationError as exc:
+        log.info("Auto creation of topic %s failed: %s", topic, exc)
+        return Errors[exc.kafka_error]
+    log.info("Auto creation of topic %s with %d partitions and replication factor %d is successful",
+             topic, spec.num_partitions, spec.replication_factor)
+    return Errors.LEADER_NOT_AVAILABLE
+
+
+def _partition_metadata(services: BrokerServices, p: PartitionMetadata, listener: str, version: int) -> Any:
+    """As Kafka's ZK metadata cache: v0 lists only reachable replicas (REPLICA_NOT_AVAILABLE when some
+    are not); v6+ says LISTENER_NOT_FOUND when the live leader lacks the request's listener."""
+    cache = services.metadata_cache
+    error = Errors.NONE
+    leader = p.leader
+    replicas, isr = list(p.replicas), list(p.isr)
+    if version == 0:
+        replicas = [r for r in p.replicas if cache.broker_endpoint(r, listener) is not None]
+        isr = [r for r in p.isr if cache.broker_endpoint(r, listener) is not None]
+        if len(replicas) < len(p.replicas) or len(isr) < len(p.isr):
+            error = Errors.REPLICA_NOT_AVAILABLE
+    if leader < 0 or not cache.has_broker(leader):
+        error, leader = Errors.LEADER_NOT_AVAILABLE, -1
+    elif cache.broker_endpoint(leader, listener) is None:
+        error = Errors.LISTENER_NOT_FOUND if version >= 6 else Errors.LEADER_NOT_AVAILABLE
+        leader = -1
+    return MetadataPartition(
+        error_code=int(error), partition_index=p.partition, leader_id=leader, leader_epoch=p.leader_epoch,
+        replica_nodes=replicas, isr_nodes=isr, offline_replicas=list(p.offline_replicas),
+    )
+
+
+def topic_metadata(services: BrokerServices, topic: str, listener: str, version: int) -> Any:
+    cache = services.metadata_cache
+    return MetadataTopic(
+        error_code=0, name=topic, topic_id=cache.topic_id(topic), is_internal=topic in INTERNAL_TOPICS,
+        partitions=[_partition_metadata(services, p, listener, version)
+                    for _, p in sorted(cache.topic_partitions(topic).items())],
+    )
+
+
+def _error_topic(name: str | None, error: Errors, topic_id: uuid.UUID = ZERO_UUID) -> Any:
+    return MetadataTopic(error_code=int(error), name=name, topic_id=topic_id,
+                         is_internal=name in INTERNAL_TOPICS, partitions=[])
+
+
+@handles(ApiKey.METADATA)
+async def handle_metadata(services: BrokerServices, request: Request) -> Response:
+    body = request.body()
+    version = request.api_version
+    cache = services.metadata_cache
+    listener = request.listener_name
+    config = services.config
+    all_topics = body.topics is None or (version == 0 and not body.topics)
+    allow_auto_create = config.auto_create_topics_enable and (version < 4 or body.allow_auto_topic_creation)
+    topics: list[Any] = []
+    if all_topics:
+        topics = [topic_metadata(services, t, listener, version) for t in cache.all_topics()]
+    else:
+        for requested in body.topics:
+            name = requested.name
+            if name is None:
+                topic_id = getattr(requested, "topic_id", ZERO_UUID)
+                name = cache.topic_name(topic_id)
+                if name is None:
+                    topics.append(_error_topic(None, Errors.UNKNOWN_TOPIC_ID, topic_id))
+                    continue
+            if cache.contains_topic(name):
+                topics.append(topic_metadata(services, name, listener, version))
+                continue
+            try:
+                validate_topic_name(name)
+            except InvalidTopicError:
+                topics.append(_error_topic(name, Errors.INVALID_TOPIC_EXCEPTION))
+                continue
+            error = (await auto_create_topic(services, name) if allow_auto_create
+                     else Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            topics.append(_error_topic(name, error))
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=node.broker_id, host=host, port=port, rack=node.rack)
+               for node, host, port in cache.alive_brokers(listener)]
+    return Response.send(request, MetadataResponse(
+        throttle_time_ms=0, brokers=brokers, cluster_id=services.cluster_id,
+        controller_id=cache.controller_id if cache.controller_id is not None else -1, topics=topics,
+    ))

@@ -1,0 +1,273 @@
+"""KafkaServer: starts and stops one ZooKeeper-mode broker in Kafka's order.
+
+Startup: meta.properties check, ZooKeeper, cluster id, LogManager (recovery unless the
+clean-shutdown marker is there), SocketServer, request handlers, registration under
+/brokers/ids with the bound (advertised) endpoints, controller election, topic config
+notifications. Shutdown: controlled shutdown through the controller, stop serving, close
+the logs cleanly (marker written), resign and close the ZooKeeper session (which removes the
+registration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+import time
+from typing import Any
+
+from broker import handlers
+from broker.admin import dynamic_broker_config
+from broker.config import KafkaConfig
+from broker.fetch_session import FetchSessionCache
+from broker.kafka_apis import KafkaApis, RegisteredApiVersionManager
+from broker.metadata_cache import MetadataCache
+from broker.network.request_handler import KafkaRequestHandlerPool
+from broker.network.socket_server import SocketServer
+from broker.replica_manager import ReplicaManager
+from broker.services import BrokerServices, ConfigRepository
+from coordination.admin_zk_client import AdminZkClient
+from coordination.broker_registration import BrokerRegistration, check_cluster_id, get_or_create_cluster_id
+from coordination.config_change_listener import ConfigChangeListener
+from coordination.errors import CoordinationError
+from coordination.controller.kafka_controller import ControllerConfig, KafkaController
+from coordination.controller_epoch import ControllerEpochFence
+from coordination.kafka_zk_client import KafkaZkClient
+from coordination.model import BrokerEndPoint, BrokerInfo, SecurityProtocol
+from coordination.producer_id_manager import ProducerIdManager, allocate_producer_id_block
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from protocol.framing import decode_response, encode_request
+from protocol.messages import ControlledShutdownRequest
+from storage.log_config import broker_defaults
+from storage.log_manager import LogManager
+from storage.meta_properties import read_meta_properties
+
+log = logging.getLogger(__name__)
+
+CONTROLLED_SHUTDOWN_VERSION = 3
+
+
+class KafkaServer:
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.services: BrokerServices | None = None
+        self.socket_server: SocketServer | None = None
+        self.registration: BrokerRegistration | None = None
+        self.config_listener: ConfigChangeListener | None = None
+        self._shutdown_started = False
+        self._controller_started = False
+        self.log_manager: LogManager | None = None
+
+    # --- startup ------------------------------------------------------------------------------
+    async def startup(self) -> None:
+        config = self.config
+        loop = asyncio.get_running_loop()
+        log.info("starting")
+        stored = {d: read_meta_properties(d) for d in config.log_dirs}
+        log.info("Connecting to zookeeper on %s", config.zookeeper_connect)
+        zk = await loop.run_in_executor(None, lambda: KafkaZkClient.connect(
+            config.zookeeper_connect, config.zookeeper_session_timeout_ms,
+            config.zookeeper_connection_timeout_ms, f"broker-{config.broker_id}"))
+        try:
+            await self._startup_with_zk(zk, stored)
+        except BaseException:
+            if self.socket_server is not None:
+                self.socket_server.shutdown()  # on the loop: it owns the sockets' readers
+            await loop.run_in_executor(None, self._close_partial, zk)
+            raise
+
+    async def _startup_with_zk(self, zk: KafkaZkClient, stored: dict[str, Any]) -> None:
+        config = self.config
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, zk.create_top_level_paths)
+        cluster_id = await loop.run_in_executor(None, get_or_create_cluster_id, zk)
+        log.info("Cluster ID = %s", cluster_id)
+        check_cluster_id(cluster_id, {d: (m.cluster_id if m else None) for d, m in stored.items()})
+        broker_id = await loop.run_in_executor(None, self._resolve_broker_id, zk, stored)
+        log.info("[KafkaServer id=%d] starting", broker_id)
+
+        topic_configs = await loop.run_in_executor(None, _all_topic_configs, zk)
+        log_manager = LogManager(
+            config.log_dirs, broker_defaults(config.values()), topic_configs=topic_configs,
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
+            flush_check_interval_ms=config.log_flush_scheduler_interval_ms,
+            flush_recovery_offset_checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+            flush_start_offset_checkpoint_interval_ms=config.log_flush_start_offset_checkpoint_interval_ms,
+            high_watermark_checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
+        )
+        await loop.run_in_executor(None, log_manager.startup, broker_id, cluster_id)
+        self.log_manager = log_manager
+
+        handlers.load_all()
+        api_versions = RegisteredApiVersionManager(config.unstable_api_versions_enable)
+        # The socket server makes the channel (SocketServer treats an empty given channel as absent).
+        self.socket_server = SocketServer(config, api_versions=api_versions)
+        request_channel = self.socket_server.request_channel
+        pool = KafkaRequestHandlerPool(request_channel, KafkaApis(self), config.num_io_threads)
+        metadata_cache = MetadataCache(broker_id)
+        replica_manager = ReplicaManager(broker_id, log_manager, metadata_cache, pool.run_blocking)
+        controller = KafkaController(zk, broker_id, ControllerConfig(
+            delete_topic_enable=config.delete_topic_enable,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+            auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+            leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+            leader_imbalance_check_interval_seconds=config.leader_imbalance_check_interval_seconds,
+            inter_broker_listener_name=config.inter_broker_listener_name,
+            controller_socket_timeout_ms=config.get("controller.socket.timeout.ms"),
+        ))
+        self.services = BrokerServices(
+            config=config, broker_id=broker_id, cluster_id=cluster_id, log_manager=log_manager,
+            replica_manager=replica_manager, metadata_cache=metadata_cache, zk=zk, admin_zk=AdminZkClient(zk),
+            controller=controller, request_channel=request_channel, pool=pool,
+            producer_id_manager=ProducerIdManager(lambda: allocate_producer_id_block(zk, broker_id)),
+            config_repository=ConfigRepository(zk), epoch_fence=ControllerEpochFence(),
+            api_version_manager=api_versions,
+            fetch_session_cache=FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")),
+        )
+        await self.socket_server.start()
+        pool.start()
+
+        self.registration = BrokerRegistration(zk, self._broker_info(broker_id), self._on_broker_epoch)
+        await loop.run_in_executor(None, self.registration.register)
+        await loop.run_in_executor(None, controller.startup)
+        self._controller_started = True
+        await loop.run_in_executor(None, dynamic_broker_config.install, self.services)
+        self.config_listener = ConfigChangeListener(zk, self._on_config_change)
+        await loop.run_in_executor(None, self.config_listener.start)
+        log_manager.start_scheduler()
+        log.info("[KafkaServer id=%d] started", broker_id)
+
+    def _resolve_broker_id(self, zk: KafkaZkClient, stored: dict[str, Any]) -> int:
+        """broker.id, else the id in meta.properties, else a generated one (broker.id.generation.enable)."""
+        configured = self.config.broker_id
+        ids = {m.broker_id for m in stored.values() if m is not None and m.broker_id is not None}
+        if len(ids) > 1:
+            raise RuntimeError(f"log dirs disagree on broker.id: {sorted(ids)}")
+        if configured >= 0:
+            return configured
+        if ids:
+            return ids.pop()
+        return zk.generate_broker_id(self.config.reserved_broker_max_id)
+
+    def _broker_info(self, broker_id: int) -> BrokerInfo:
+        assert self.socket_server is not None
+        endpoints = []
+        for ep in self.config.advertised_listeners:
+            port = ep.port or self.socket_server.bound_port(ep.listener_name)
+            endpoints.append(BrokerEndPoint(ep.listener_name, ep.host, port, SecurityProtocol[ep.security_protocol]))
+        return BrokerInfo(broker_id, tuple(endpoints), rack=self.config.broker_rack,
+                          timestamp_ms=int(time.time() * 1000))
+
+    def _on_broker_epoch(self, epoch: int) -> None:
+        # Called by the registration (startup, or the ZooKeeper thread after a new session).
+        services = self.services
+        assert services is not None
+        services.broker_epoch = epoch
+        services.replica_manager.broker_epoch = epoch
+        services.log_manager.broker_epoch = epoch
+
+    def _on_config_change(self, entity_type: str, entity_name: str, config: dict[str, str]) -> None:
+        if entity_type == "topics":
+            log.info("Processing override for entityPath: topics/%s with config: %s", entity_name, config)
+            assert self.log_manager is not None
+            self.log_manager.update_topic_config(entity_name, config)
+        elif entity_type == "brokers":
+            assert self.services is not None
+            dynamic_broker_config.on_broker_config_change(self.services, entity_name, config)
+
+    def bound_port(self, listener_name: str = "PLAINTEXT") -> int:
+        assert self.socket_server is not None
+        return self.socket_server.bound_port(listener_name)
+
+    # --- shutdown -----------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        if self._shutdown_started:
+            return
+        self._shutdown_started = True
+        services = self.services
+        loop = asyncio.get_running_loop()
+        if services is None:
+            return
+        log.info("[KafkaServer id=%d] shutting down", services.broker_id)
+        if self.config.controlled_shutdown_enable:
+            await loop.run_in_executor(None, self._controlled_shutdown)
+        if self.socket_server is not None:
+            self.socket_server.shutdown()
+        await services.pool.shutdown()
+        services.replica_manager.shutdown()
+        if self.config_listener is not None:
+            await loop.run_in_executor(None, self.config_listener.close)
+        await loop.run_in_executor(None, services.log_manager.shutdown)
+        await loop.run_in_executor(None, services.controller.shutdown)
+        if self.registration is not None:
+            self.registration.close()
+        await loop.run_in_executor(None, services.zk.close)
+        log.info("[KafkaServer id=%d] shut down completed", services.broker_id)
+
+    def _close_partial(self, zk: KafkaZkClient) -> None:
+        """Undo a failed startup (blocking part) so the process can exit cleanly."""
+        if self.services is not None and self._controller_started:
+            self.services.controller.shutdown()
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+        zk.close()
+
+    def _controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away, retrying as controlled.shutdown.max.retries says."""
+        services = self.services
+        assert services is not None
+        retries = self.config.get("controlled.shutdown.max.retries")
+        backoff_s = self.config.get("controlled.shutdown.retry.backoff.ms") / 1000
+        for attempt in range(retries + 1):
+            try:
+                error, remaining = self._send_controlled_shutdown()
+            except (OSError, ValueError, CoordinationError) as exc:  # ValueError covers ProtocolError
+                log.warning("Error during controlled shutdown, possibly because leader movement took longer "
+                            "than the configured controller.socket.timeout.ms: %s", exc)
+            else:
+                if error == Errors.NONE and not remaining:
+                    log.info("Controlled shutdown request returned successfully")
+                    return
+                log.info("Remaining partitions to move: %s; controller error %s", remaining, error.name)
+            if attempt < retries:
+                log.info("Retrying controlled shutdown after the previous attempt failed...")
+                time.sleep(backoff_s)
+        log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
+
+    def _send_controlled_shutdown(self) -> tuple[Errors, list[str]]:
+        services = self.services
+        assert services is not None
+        controller_id = services.zk.get_controller_id()
+        if controller_id is None:
+            raise ValueError("no controller is elected")
+        info = services.zk.get_broker_info(controller_id)
+        endpoint = info.endpoint(self.config.inter_broker_listener_name) if info else None
+        if endpoint is None:
+            raise ValueError(f"controller {controller_id} has no {self.config.inter_broker_listener_name} endpoint")
+        request = ControlledShutdownRequest(broker_id=services.broker_id, broker_epoch=services.broker_epoch)
+        timeout = self.config.get("controller.socket.timeout.ms") / 1000
+        with socket.create_connection((endpoint.host or "localhost", endpoint.port), timeout=timeout) as sock:
+            sock.sendall(encode_request(request, ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, 1,
+                                        f"broker-{services.broker_id}-controlled-shutdown"))
+            (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
+            _, response = decode_response(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
+                                          _recv_exactly(sock, size))
+        remaining = [f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions]
+        return Errors(response.error_code), remaining
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("connection closed by the controller")
+        data += chunk
+    return bytes(data)
+
+
+def _all_topic_configs(zk: KafkaZkClient) -> dict[str, dict[str, str]]:
+    return {topic: zk.get_entity_config("topics", topic) for topic in zk.get_all_topics()}

@@ -1,0 +1,239 @@
+"""ReplicaManager: the partitions this broker hosts, and reads and writes on their logs.
+
+It applies the controller's LeaderAndIsr and StopReplica, appends producer batches to led
+partitions (blocking log work goes to the handler pool's threads) and reads fetch data.
+Requests that must wait (acks=all produce, long-poll fetch) are parked in purgatories and
+completed when an append or a high-watermark move touches one of their partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.delayed_operation import DelayedOperationPurgatory
+from broker.kafka_apis import error_of
+from broker.partition import NO_EPOCH, Partition
+from protocol.errors import Errors, KafkaApiError
+from protocol.messages import LeaderAndIsrResponse, StopReplicaResponse
+from protocol.schema import ZERO_UUID
+from storage.errors import StorageError
+from storage.file_records import FileRecords
+from storage.log import FetchIsolation, LogAppendInfo
+from storage.log_manager import LogManager
+from storage.meta_properties import InconsistentMetadataError
+from storage.transaction_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from broker.metadata_cache import MetadataCache
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+EPOCH_DURING_DELETE = -2
+RunBlocking = Callable[..., Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class FetchPartitionSpec:
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = NO_EPOCH
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class PartitionReadResult:
+    error: Errors = Errors.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: FileRecords | bytes = b""
+    aborted_transactions: list[AbortedTxn] | None = None
+
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, log_manager: LogManager, metadata_cache: MetadataCache,
+                 run_blocking: RunBlocking) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.metadata_cache = metadata_cache
+        self.run_blocking = run_blocking
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.produce_purgatory = DelayedOperationPurgatory("Produce")
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self.broker_epoch = -1
+
+    # --- lookups ----------------------------------------------------------------------------
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def leader_partition(self, topic: str, partition: int) -> Partition:
+        """The led partition, or the error Kafka gives for it (unknown vs not leader)."""
+        found = self.partitions.get((topic, partition))
+        if found is None or found.log is None:
+            if self.metadata_cache.partition(topic, partition) is not None:
+                raise KafkaApiError(Errors.NOT_LEADER_OR_FOLLOWER)
+            raise KafkaApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        found.leader_log()
+        return found
+
+    # --- controller requests ----------------------------------------------------------------
+    async def become_leader_or_follower(self, request: Any, version: int,
+                                        topic_config: Callable[[str], dict[str, str]]) -> Any:
+        """LeaderAndIsr (v2+): per partition create the log and become leader or follower."""
+        if request.broker_epoch != -1 and request.broker_epoch < self.broker_epoch:
+            return LeaderAndIsrResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
+        results: dict[str, list[Any]] = {}
+        topic_ids: dict[str, Any] = {}
+        configs: dict[str, dict[str, str]] = {}
+        for topic_state in request.topic_states:
+            topic = topic_state.topic_name
+            topic_ids[topic] = topic_state.topic_id
+            if topic not in configs:
+                configs[topic] = await self.run_blocking(topic_config, topic)
+            for state in topic_state.partition_states:
+                error = await self._apply_partition_state(topic, topic_state.topic_id, state, configs[topic])
+                results.setdefault(topic, []).append(
+                    LeaderAndIsrResponse.LeaderAndIsrPartitionError(
+                        topic_name=topic, partition_index=state.partition_index, error_code=int(error)))
+        if version >= 5:
+            return LeaderAndIsrResponse(error_code=0, topics=[
+                LeaderAndIsrResponse.LeaderAndIsrTopicError(topic_id=topic_ids[t], partition_errors=errs)
+                for t, errs in results.items()])
+        return LeaderAndIsrResponse(error_code=0, partition_errors=[e for errs in results.values() for e in errs])
+
+    async def _apply_partition_state(self, topic: str, topic_id: Any, state: Any, config: dict[str, str]) -> Errors:
+        tp = (topic, state.partition_index)
+        partition = self.partitions.get(tp)
+        if partition is not None and state.leader_epoch < partition.leader_epoch:
+            log.info("Ignoring LeaderAndIsr for %s-%d: leader epoch %d is older than the current %d",
+                     topic, state.partition_index, state.leader_epoch, partition.leader_epoch)
+            return Errors.STALE_CONTROLLER_EPOCH
+        if self.broker_id not in state.replicas:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            tp_log = await self.run_blocking(
+                self.log_manager.get_or_create_log, topic, state.partition_index, config,
+                topic_id if topic_id != ZERO_UUID else None)
+        except InconsistentMetadataError as exc:
+            log.error("LeaderAndIsr for %s-%d: %s", topic, state.partition_index, exc)
+            return Errors.INCONSISTENT_TOPIC_ID
+        except StorageError as exc:
+            log.error("Cannot create the log of %s-%d: %s", topic, state.partition_index, exc)
+            return Errors.KAFKA_STORAGE_ERROR
+        if partition is None:
+            partition = self.partitions[tp] = Partition(topic, state.partition_index, self.broker_id)
+        partition.topic_id = topic_id if topic_id != ZERO_UUID else None
+        if state.leader == self.broker_id:
+            if partition.make_leader(state, tp_log):
+                log.info("Leader %s-%d starts at leader epoch %d from offset %d (ISR %s)", topic,
+                         state.partition_index, state.leader_epoch, tp_log.log_end_offset, list(state.isr))
+        else:
+            partition.make_follower(state, tp_log)
+            log.info("Follower %s-%d of leader %d at leader epoch %d", topic, state.partition_index,
+                     state.leader, state.leader_epoch)
+        self.complete_delayed_requests(tp)
+        return Errors.NONE
+
+    async def stop_replicas(self, request: Any) -> Any:
+        """StopReplica (v3+): stop serving, and delete the log when asked."""
+        if request.broker_epoch != -1 and request.broker_epoch < self.broker_epoch:
+            return StopReplicaResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
+        errors = []
+        for topic_state in request.topic_states:
+            topic = topic_state.topic_name
+            for state in topic_state.partition_states:
+                tp = (topic, state.partition_index)
+                error = await self._stop_replica(tp, state.leader_epoch, state.delete_partition)
+                errors.append(StopReplicaResponse.StopReplicaPartitionError(
+                    topic_name=topic, partition_index=state.partition_index, error_code=int(error)))
+        return StopReplicaResponse(error_code=0, partition_errors=errors)
+
+    async def _stop_replica(self, tp: TopicPartition, leader_epoch: int, delete: bool) -> Errors:
+        partition = self.partitions.get(tp)
+        if partition is not None and leader_epoch not in (EPOCH_DURING_DELETE, NO_EPOCH) \
+                and leader_epoch < partition.leader_epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        self.partitions.pop(tp, None)
+        self.complete_delayed_requests(tp)
+        if delete:
+            try:
+                await self.run_blocking(self.log_manager.delete_log, tp[0], tp[1])
+            except (OSError, StorageError) as exc:
+                log.error("Cannot delete the log of %s-%d: %s", tp[0], tp[1], exc)
+                return Errors.KAFKA_STORAGE_ERROR
+            log.info("Deleted the log of %s-%d", tp[0], tp[1])
+        return Errors.NONE
+
+    def complete_delayed_requests(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    # --- produce ----------------------------------------------------------------------------
+    async def append_to_leader(self, topic: str, partition_index: int, records: bytearray,
+                               required_acks: int) -> LogAppendInfo:
+        """Append one partition's batches as leader.
+
+        The produce handler has already run them through ``validate_records`` (framing and
+        CRC, or a fresh CRC after recompression), so the log skips its second CRC pass.
+        """
+        partition = self.leader_partition(topic, partition_index)
+        partition.check_min_isr(required_acks)
+        tp_log = partition.leader_log()
+        info = await self.run_blocking(
+            functools.partial(tp_log.append_as_leader, records, partition.leader_epoch, validated=True))
+        partition.maybe_increment_high_watermark()
+        # Appends move the log end (replica fetches) and, with an ISR of one, the HW (consumers).
+        self.complete_delayed_requests((topic, partition_index))
+        return info
+
+    # --- fetch ------------------------------------------------------------------------------
+    def read_from_local_log(self, specs: dict[TopicPartition, FetchPartitionSpec], replica_id: int,
+                            isolation: FetchIsolation, max_bytes: int,
+                            min_one_message: bool = True) -> dict[TopicPartition, PartitionReadResult]:
+        """Read every partition in order; the first batch found is returned whole even above the limits."""
+        results: dict[TopicPartition, PartitionReadResult] = {}
+        remaining = max_bytes
+        for tp, spec in specs.items():
+            result = results[tp] = self._read_partition(tp, spec, replica_id, isolation,
+                                                       min(spec.max_bytes, max(remaining, 0)), min_one_message)
+            size = len(result.records)
+            if size:
+                min_one_message = False
+                remaining -= size
+        return results
+
+    def _read_partition(self, tp: TopicPartition, spec: FetchPartitionSpec, replica_id: int,
+                        isolation: FetchIsolation, max_bytes: int, min_one_message: bool) -> PartitionReadResult:
+        try:
+            partition = self.leader_partition(*tp)
+            partition.check_leader_epoch(spec.current_leader_epoch)
+            tp_log = partition.leader_log()
+            if replica_id >= 0 and partition.update_follower_fetch_state(replica_id, spec.fetch_offset):
+                # The HW moved: acks=all produces and consumer long polls may complete. Deferred, as this
+                # read may itself run inside a delayed fetch's completion check.
+                asyncio.get_running_loop().call_soon(self.complete_delayed_requests, tp)
+        except KafkaApiError as exc:
+            return PartitionReadResult(error=exc.error)
+        result = PartitionReadResult(high_watermark=tp_log.high_watermark,
+                                     last_stable_offset=tp_log.last_stable_offset,
+                                     log_start_offset=tp_log.log_start_offset)
+        try:
+            info = tp_log.read(spec.fetch_offset, max_bytes, isolation, min_one_message)
+        except (KafkaApiError, StorageError) as exc:
+            result.error = error_of(exc) or Errors.UNKNOWN_SERVER_ERROR
+            return result
+        if len(info.records):
+            result.records = info.records
+        result.aborted_transactions = info.aborted_transactions
+        return result
+
+    def shutdown(self) -> None:
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()

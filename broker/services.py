@@ -1,0 +1,57 @@
+"""BrokerServices: the running components of one broker, handed to every request handler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from broker.fetch_session import FetchSessionCache
+
+if TYPE_CHECKING:
+    from broker.config import KafkaConfig
+    from broker.metadata_cache import MetadataCache
+    from broker.network.api_version_manager import ApiVersionManager
+    from broker.network.request_channel import RequestChannel
+    from broker.network.request_handler import KafkaRequestHandlerPool
+    from broker.replica_manager import ReplicaManager
+    from coordination.admin_zk_client import AdminZkClient
+    from coordination.controller.kafka_controller import KafkaController
+    from coordination.controller_epoch import ControllerEpochFence
+    from coordination.kafka_zk_client import KafkaZkClient
+    from coordination.producer_id_manager import ProducerIdManager
+    from storage.log_manager import LogManager
+
+
+class ConfigRepository:
+    """Topic config overrides as stored in ZooKeeper (/config/topics/<topic>)."""
+
+    def __init__(self, zk: KafkaZkClient) -> None:
+        self._zk = zk
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """Blocking ZooKeeper read: call through ``pool.run_blocking`` from a handler."""
+        return self._zk.get_entity_config("topics", topic)
+
+
+@dataclass
+class BrokerServices:
+    config: KafkaConfig
+    broker_id: int
+    cluster_id: str
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    metadata_cache: MetadataCache
+    zk: KafkaZkClient
+    admin_zk: AdminZkClient
+    controller: KafkaController
+    request_channel: RequestChannel
+    pool: KafkaRequestHandlerPool
+    producer_id_manager: ProducerIdManager
+    config_repository: ConfigRepository
+    epoch_fence: ControllerEpochFence
+    api_version_manager: ApiVersionManager
+    fetch_session_cache: FetchSessionCache = field(default_factory=FetchSessionCache)
+    # The broker's registration epoch (czxid of its /brokers/ids znode), for controller RPCs.
+    broker_epoch: int = -1
+    # Free-form slots for later issues (group coordinator, ...), by name.
+    extras: dict[str, Any] = field(default_factory=dict)

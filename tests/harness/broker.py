@@ -1,0 +1,242 @@
+"""Real broker processes (``python -m broker``) for integration tests.
+
+``BrokerProcess`` writes a server.properties into its own directory, starts the broker on a
+free port, and ``start()`` returns once it is registered in ZooKeeper and answers ApiVersions.
+Output goes to ``broker.log`` in the broker's directory (``log_tail()`` for failure reports).
+"""
+from __future__ import annotations
+
+import ctypes
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tests.harness.ports import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_PR_SET_PDEATHSIG = 1
+
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _prctl = None
+
+# Quick to start and stop in tests; everything else is Kafka's default.
+TEST_DEFAULTS: dict[str, str] = {
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "zookeeper.session.timeout.ms": "6000",
+    "controlled.shutdown.retry.backoff.ms": "200",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+}
+
+
+def _die_with_parent() -> None:
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class BrokerHarnessError(RuntimeError):
+    pass
+
+
+def _request(host: str, port: int, api_key: int, version: int, body: Any, timeout: float = 5.0) -> Any:
+    """One request/response round trip on a fresh connection."""
+    from protocol.framing import decode_response, encode_request
+
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(encode_request(body, api_key, version, 1, "test-harness"))
+        header = _recv_exactly(sock, 4)
+        (size,) = struct.unpack(">i", header)
+        return decode_response(api_key, version, _recv_exactly(sock, size))[1]
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        data += chunk
+    return bytes(data)
+
+
+class BrokerProcess:
+    def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
+                 overrides: Mapping[str, str] | None = None, port: int | None = None) -> None:
+        self.zk_connect = zk_connect
+        self.broker_id = broker_id
+        self.dir = Path(tmp_dir) / f"broker-{broker_id}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.log_dir = self.dir / "kafka-logs"
+        self.log_path = self.dir / "broker.log"
+        self.config_path = self.dir / "server.properties"
+        self.overrides = dict(overrides or {})
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def properties(self) -> dict[str, str]:
+        props = {
+            "broker.id": str(self.broker_id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.log_dir),
+            "zookeeper.connect": self.zk_connect,
+            **TEST_DEFAULTS,
+        }
+        props.update(self.overrides)
+        return props
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "broker", str(self.config_path)],
+                cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise BrokerHarnessError(f"broker {self.broker_id} exited with {self.process.returncode}:\n"
+                                         f"{self.log_tail()}")
+            if self._answers_api_versions() and self._registered():
+                return
+            time.sleep(0.05)
+        self.kill()
+        raise BrokerHarnessError(f"broker {self.broker_id} did not start within {timeout}s:\n{self.log_tail()}")
+
+    def _answers_api_versions(self) -> bool:
+        from protocol.messages import ApiVersionsRequest
+
+        try:
+            response = _request("127.0.0.1", self.port, 18, 3, ApiVersionsRequest(
+                client_software_name="harness", client_software_version="1"), timeout=1.0)
+        except OSError:
+            return False
+        return response.error_code == 0
+
+    def _registered(self) -> bool:
+        """The broker knows itself as a live broker (its UpdateMetadata from the controller arrived)."""
+        return any(b.node_id == self.broker_id for b in self.metadata().brokers)
+
+    def metadata(self, topics: list[str] | None = None) -> Any:
+        from protocol.messages import MetadataRequest
+
+        body = MetadataRequest(
+            topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False)
+        return _request("127.0.0.1", self.port, 3, 12, body)
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        return _request("127.0.0.1", self.port, api_key, version, body)
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (controlled shutdown) and wait; returns the exit code."""
+        process = self.process
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout)
+        self.process = None
+        return process.returncode
+
+    def kill(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def create_topic(self, topic: str, partitions: int = 1, replication_factor: int = 1,
+                     configs: Mapping[str, str] | None = None, timeout: float = 15.0) -> None:
+        """Write the topic to ZooKeeper (as kafka-topics --zookeeper did) and wait for its leaders."""
+        from coordination.admin_zk_client import AdminZkClient, NewTopic
+        from coordination.kafka_zk_client import KafkaZkClient
+
+        zk = KafkaZkClient.connect(self.zk_connect, 10000)
+        try:
+            AdminZkClient(zk).create_topic(NewTopic(topic, partitions, replication_factor, configs=configs))
+        finally:
+            zk.close()
+        self.wait_for_leaders(topic, partitions, timeout)
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            topics = self.metadata([topic]).topics
+            if topics and topics[0].error_code == 0 and len(topics[0].partitions) == partitions \
+                    and all(p.leader_id >= 0 for p in topics[0].partitions):
+                return
+            time.sleep(0.05)
+        raise BrokerHarnessError(f"no leaders for {topic} after {timeout}s:\n{self.log_tail()}")
+
+    def wait_until_deregistered(self, timeout: float = 30.0) -> None:
+        """After a kill: wait for ZooKeeper to expire the old session's registration."""
+        from coordination.kafka_zk_client import KafkaZkClient
+
+        zk = KafkaZkClient.connect(self.zk_connect, 10000)
+        try:
+            deadline = time.monotonic() + timeout
+            while zk.get_broker_info(self.broker_id) is not None:
+                if time.monotonic() > deadline:
+                    raise BrokerHarnessError(f"broker {self.broker_id} still registered after {timeout}s")
+                time.sleep(0.05)
+        finally:
+            zk.close()
+
+    def __enter__(self) -> BrokerProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"BrokerProcess(id={self.broker_id}, {self.bootstrap})"
+
+
+class BrokerCluster:
+    """``n`` brokers (ids 0..n-1) sharing one ZooKeeper connect string."""
+
+    def __init__(self, n: int, zk_connect: str, tmp_dir: Path | str,
+                 overrides: Mapping[str, str] | None = None) -> None:
+        self.brokers = [BrokerProcess(zk_connect, i, tmp_dir, overrides) for i in range(n)]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self) -> None:
+        for broker in self.brokers:
+            broker.start()
+
+    def stop(self) -> None:
+        for broker in reversed(self.brokers):
+            broker.stop()
+
+    def kill(self) -> None:
+        for broker in self.brokers:
+            broker.kill()
