@@ -1,0 +1,1 @@
+"""Pure helpers of the admin API handlers (topic/config validation, DescribeConfigs entries)."""

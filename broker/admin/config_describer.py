@@ -1,0 +1,139 @@
+"""DescribeConfigs entries: value, source, synonyms, read-only flag and type of every config
+of a topic or broker (Kafka's ConfigHelper.createTopicConfigEntry/createBrokerConfigEntry).
+
+Synonyms are listed in Kafka's order: every synonym's per-broker dynamic value, then the
+dynamic defaults, the static values and the ConfigDef defaults; a topic override comes first.
+The first synonym names the entry's source (DEFAULT_CONFIG when there is none).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from broker.admin.dynamic_broker_config import DYNAMIC_CONFIGS, DynamicBrokerConfig, synonym_group
+from broker.admin.topic_configs import TOPIC_CONFIG_DEFS, to_config_string
+from broker.config import KafkaConfig
+from broker.config_defs import CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigType
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigsResponse.ConfigSource ids."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+UNKNOWN_TYPE = 0
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    is_sensitive: bool
+    config_type: int
+    synonyms: list[ConfigSynonym] = field(default_factory=list)
+
+
+def _synonyms(name: str, names: Iterable[str], dyn: DynamicBrokerConfig) -> list[ConfigSynonym]:
+    names = list(names)
+    found: list[ConfigSynonym] = []
+    layers: list[tuple[Mapping[str, Any], ConfigSource]] = [
+        (dyn.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (dyn.defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (dyn.static, ConfigSource.STATIC_BROKER_CONFIG),
+    ]
+    for layer, source in layers:
+        found.extend(ConfigSynonym(n, layer[n], source) for n in names if n in layer)
+    for n in names:
+        default = dyn.static_default(n)
+        if default is not None:
+            found.append(ConfigSynonym(n, to_config_string(default, CONFIG_KEYS[n].type), ConfigSource.DEFAULT_CONFIG))
+    # Kafka drops the synonyms listed before the described name itself.
+    for i, synonym in enumerate(found):
+        if synonym.name == name:
+            return found[i:]
+    return []
+
+
+def topic_config_values(overrides: Mapping[str, str], broker: KafkaConfig) -> dict[str, Any]:
+    """Every topic config's typed value: the override, else the broker's default, else Kafka's."""
+    values: dict[str, Any] = {}
+    for name, definition in TOPIC_CONFIG_DEFS.items():
+        if name in overrides:
+            values[name] = definition.parse(overrides[name])
+        elif name in TOPIC_CONFIG_SYNONYMS:
+            values[name] = broker.topic_default(name)
+        else:
+            values[name] = definition.default
+    return values
+
+
+def describe_topic(
+    overrides: Mapping[str, str], dyn: DynamicBrokerConfig, names: Iterable[str] | None = None
+) -> list[ConfigEntry]:
+    """Entries of a topic's configs (all, or only `names`)."""
+    values = topic_config_values(overrides, dyn.effective_config())
+    entries = []
+    for name in sorted(values):
+        if names is not None and name not in names:
+            continue
+        config_type = TOPIC_CONFIG_DEFS[name].type
+        value = to_config_string(values[name], config_type)
+        synonyms: list[ConfigSynonym] = []
+        broker_names = TOPIC_CONFIG_SYNONYMS.get(name)
+        if broker_names:
+            synonyms = _synonyms(broker_names[0], broker_names, dyn)
+        if name in overrides:
+            synonyms.insert(0, ConfigSynonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(ConfigEntry(name, value, source, False, False, int(config_type), synonyms))
+    return entries
+
+
+def describe_broker(
+    dyn: DynamicBrokerConfig, per_broker: bool, names: Iterable[str] | None = None
+) -> list[ConfigEntry]:
+    """This broker's configs (`per_broker`), or the cluster-wide dynamic defaults."""
+    if per_broker:
+        effective = dyn.effective_config()
+        raw_values: dict[str, Any] = {k: v for k, v in dyn.effective_props().items() if k not in CONFIG_KEYS}
+        raw_values.update(effective.values())
+    else:
+        raw_values = dict(dyn.defaults)
+    entries = []
+    for name in sorted(raw_values):
+        if names is not None and name not in names:
+            continue
+        key = CONFIG_KEYS.get(name)
+        config_type: int = int(key.type) if key is not None else UNKNOWN_TYPE
+        raw = raw_values[name]
+        sensitive = key is not None and key.type == ConfigType.PASSWORD
+        if sensitive:
+            value = None
+        elif isinstance(raw, str) or key is None:
+            value = None if raw is None else str(raw)
+        else:
+            value = to_config_string(raw, key.type)
+        synonyms = _synonyms(name, synonym_group(name), dyn)
+        if not per_broker:
+            synonyms = [s for s in synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(ConfigEntry(name, value, source, name not in DYNAMIC_CONFIGS, sensitive, config_type, synonyms))
+    return entries

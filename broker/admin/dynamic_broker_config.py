@@ -1,0 +1,198 @@
+"""DynamicBrokerConfig: the broker's config in layers, as Kafka's DynamicBrokerConfig keeps it.
+
+Precedence (highest first): per-broker dynamic (/config/brokers/<id>), cluster-wide dynamic
+default (/config/brokers/<default>), static (server.properties), then ConfigDef defaults.
+DescribeConfigs needs the layers to report sources and synonyms; AlterConfigs needs the rules
+on which keys may change dynamically; the config change listener calls `apply` so the live
+KafkaConfig follows ZooKeeper.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from broker.config import KafkaConfig
+from broker.config_defs import CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigError
+from coordination.zk_admin_data import DEFAULT_ENTITY
+from storage.log_config import broker_defaults
+
+if TYPE_CHECKING:
+    from broker.services import BrokerServices
+
+log = logging.getLogger(__name__)
+
+SERVICES_KEY = "dynamic_broker_config"  # BrokerServices.extras slot of the live instance
+
+# Broker keys that supply topic defaults (Kafka's DynamicLogConfig: the primary synonym of
+# each topic config, except the message format version).
+_LOG_DYNAMIC = {keys[0] for keys in TOPIC_CONFIG_SYNONYMS.values()} - {"log.message.format.version"}
+_TOPIC_DEFAULT_KEYS = frozenset(k for keys in TOPIC_CONFIG_SYNONYMS.values() for k in keys)
+PER_BROKER_CONFIGS = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
+DYNAMIC_CONFIGS = frozenset(
+    _LOG_DYNAMIC
+    | PER_BROKER_CONFIGS
+    | {
+        "num.io.threads", "num.network.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
+        "background.threads", "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+        "max.connection.creation.rate", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second",
+        "log.cleaner.backoff.ms", "producer.id.expiration.ms", "transaction.partition.verification.enable",
+    }
+)
+
+
+class DynamicConfigError(ValueError):
+    """Kafka's ConfigException from DynamicBrokerConfig.validate (answered as INVALID_REQUEST)."""
+
+
+def _scala_set(names: set[str]) -> str:
+    return f"Set({', '.join(sorted(names))})"
+
+
+def synonym_group(name: str) -> tuple[str, ...]:
+    """Kafka's brokerConfigSynonyms: e.g. log.retention.{ms,minutes,hours} for any of them."""
+    for keys in TOPIC_CONFIG_SYNONYMS.values():
+        if name in keys and len(keys) > 1:
+            return keys
+    return (name,)
+
+
+class DynamicBrokerConfig:
+    def __init__(self, config: KafkaConfig, static_props: Mapping[str, Any] | None = None) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        source = config.originals if static_props is None else static_props
+        self.static: dict[str, str] = {k: _raw(v) for k, v in source.items() if v is not None}
+        self.per_broker: dict[str, str] = {}
+        self.defaults: dict[str, str] = {}
+
+    # --- layers ----------------------------------------------------------------------------
+    def effective_raw(self, name: str) -> str | None:
+        for layer in (self.per_broker, self.defaults, self.static):
+            if name in layer:
+                return layer[name]
+        return None
+
+    def effective_props(self) -> dict[str, str]:
+        return {**self.static, **self.defaults, **self.per_broker}
+
+    def effective_config(self) -> KafkaConfig:
+        """A KafkaConfig of the effective values (known keys only), for typed lookups."""
+        props = {k: v for k, v in self.effective_props().items() if k in CONFIG_KEYS}
+        try:
+            return KafkaConfig(props)
+        except ConfigError:
+            return self.config
+
+    def static_default(self, name: str) -> Any:
+        key = CONFIG_KEYS.get(name)
+        return None if key is None else key.default
+
+    # --- AlterConfigs ------------------------------------------------------------------------
+    def validate(self, props: Mapping[str, str], per_broker: bool) -> None:
+        """Kafka's DynamicBrokerConfig.validate: dynamic keys only, typed values, and the
+        resulting whole config must still be valid."""
+        non_dynamic = {k for k in props if k in CONFIG_KEYS and k not in DYNAMIC_CONFIGS}
+        if non_dynamic:
+            raise DynamicConfigError(f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}")
+        for name, value in props.items():
+            if name in CONFIG_KEYS:
+                try:
+                    CONFIG_KEYS[name].parse(value)
+                except ConfigError as exc:
+                    reason = _reason(exc)
+                    raise DynamicConfigError(f"Invalid value {value} for configuration {name}: {reason}") from None
+        if not per_broker:
+            only_per_broker = set(props) & PER_BROKER_CONFIGS
+            if only_per_broker:
+                raise DynamicConfigError(
+                    "Cannot update these configs at default cluster level, broker id must be specified: "
+                    f"{_scala_set(only_per_broker)}"
+                )
+        merged = dict(self.static)
+        if per_broker:
+            merged.update(self.defaults)
+            merged.update(props)
+        else:
+            merged.update(props)
+            merged.update(self.per_broker)
+        try:
+            KafkaConfig({k: v for k, v in merged.items() if k in CONFIG_KEYS})
+        except ConfigError as exc:
+            raise DynamicConfigError(str(exc)) from None
+
+    # --- config change listener --------------------------------------------------------------
+    def apply(self, entity_name: str, props: Mapping[str, str]) -> set[str]:
+        """Take the new config of `/config/brokers/<entity_name>` (ours or <default>) and update
+        the live KafkaConfig; returns the keys whose typed value changed. An invalid update is
+        logged and ignored, as Kafka does."""
+        if entity_name == DEFAULT_ENTITY:
+            previous, self.defaults = self.defaults, dict(props)
+        elif entity_name == str(self.broker_id):
+            previous, self.per_broker = self.per_broker, dict(props)
+        else:
+            return set()
+        touched = {k for k in set(previous) | set(props) if k in CONFIG_KEYS}
+        try:
+            return self.config.update({k: self.effective_raw(k) for k in touched})
+        except ConfigError as exc:
+            log.error("ignoring dynamic broker config %s: %s", entity_name, exc)
+            return set()
+
+
+def _raw(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _reason(exc: ConfigError) -> str:
+    text = str(exc)
+    prefix = f"{exc.key}: "
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
+async def current_dynamic_config(services: BrokerServices) -> DynamicBrokerConfig:
+    """The broker's layered config: the live one when the server keeps it in
+    `extras["dynamic_broker_config"]`, else built from the static config and ZooKeeper."""
+    live = services.extras.get(SERVICES_KEY)
+    if isinstance(live, DynamicBrokerConfig):
+        return live
+    dyn = DynamicBrokerConfig(services.config)
+
+    def load() -> tuple[dict[str, str], dict[str, str]]:
+        return (services.zk.get_entity_config("brokers", str(services.broker_id)),
+                services.zk.get_entity_config("brokers", DEFAULT_ENTITY))
+
+    dyn.per_broker, dyn.defaults = await services.pool.run_blocking(load)
+    return dyn
+
+
+def install(services: BrokerServices) -> DynamicBrokerConfig:
+    """Blocking (ZooKeeper reads): snapshot the static config, load this broker's and the
+    cluster-wide dynamic configs, apply them and keep the result in `services.extras`. Call at
+    startup before the config change listener starts."""
+    dyn = DynamicBrokerConfig(services.config)
+    services.extras[SERVICES_KEY] = dyn
+    for entity in (DEFAULT_ENTITY, str(services.broker_id)):
+        on_broker_config_change(services, entity, services.zk.get_entity_config("brokers", entity))
+    return dyn
+
+
+def on_broker_config_change(services: BrokerServices, entity_name: str, config: Mapping[str, str]) -> None:
+    """The config change listener's handler for `brokers/<entity_name>`: update the live
+    KafkaConfig and, when a topic default changed, every log's config."""
+    dyn = services.extras.get(SERVICES_KEY)
+    if not isinstance(dyn, DynamicBrokerConfig):
+        return
+    changed = dyn.apply(entity_name, config)
+    if changed & _TOPIC_DEFAULT_KEYS:
+        log_manager = services.log_manager
+        log_manager.default_config = broker_defaults(services.config.values())
+        for topic in {t for t, _ in log_manager.all_logs()}:
+            log_manager.update_topic_config(topic, log_manager.topic_configs.get(topic, {}))
+    if changed:
+        log.info("Applied dynamic broker config %s: changed %s", entity_name, sorted(changed))
