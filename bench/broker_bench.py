@@ -1,0 +1,133 @@
+"""Produce/consume throughput and produce latency of one broker, driven by librdkafka.
+
+Starts its own ZooKeeper (Debian's package) and one broker process on free ports in a temp
+dir, then measures with confluent-kafka (librdkafka):
+- produce, acks=1, 100-byte and 1 KiB values, to 1 and 8 partitions: messages/s and MB/s;
+- consume of what was produced (assign(), from offset 0): messages/s and MB/s;
+- produce latency p50/p99 at a fixed moderate rate (acks=1, one message in flight at a time
+  per delivery report, linger 0).
+
+    python bench/broker_bench.py [--messages N] [--rate R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.harness.broker import BrokerProcess  # noqa: E402
+from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        parts = admin.list_topics(name, timeout=10).topics[name].partitions
+        if len(parts) == partitions and all(p.leader >= 0 for p in parts.values()):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{name}: partitions without a leader")
+
+
+def produce(bootstrap: str, topic: str, count: int, size: int) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
+    payload = b"x" * size
+    failures = 0
+
+    def report(err: object, _msg: object) -> None:
+        nonlocal failures
+        failures += err is not None
+
+    start = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, payload, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if failures:
+        raise RuntimeError(f"{failures} deliveries failed")
+    return elapsed
+
+
+def consume(bootstrap: str, topic: str, partitions: int, count: int) -> float:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52_428_800})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    start = time.perf_counter()
+    while got < count:
+        for msg in consumer.consume(10_000, timeout=5):
+            if msg.error() is None:
+                got += 1
+        if time.perf_counter() - start > 120:
+            raise RuntimeError(f"consumed only {got} of {count}")
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return elapsed
+
+
+def latency(bootstrap: str, topic: str, count: int, rate: float) -> tuple[float, float]:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    samples: list[float] = []
+    interval = 1.0 / rate
+    for i in range(count):
+        sent = time.perf_counter()
+        producer.produce(topic, b"x" * 100,
+                         on_delivery=lambda err, _m, t=sent: samples.append(time.perf_counter() - t))
+        producer.poll(0)
+        next_at = sent + interval
+        while time.perf_counter() < next_at:
+            producer.poll(max(0.0, next_at - time.perf_counter()))
+    producer.flush(30)
+    q = statistics.quantiles(samples, n=100)
+    return q[49] * 1000, q[98] * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=200_000, help="messages per throughput run")
+    parser.add_argument("--rate", type=float, default=1000.0, help="messages/s for the latency run")
+    args = parser.parse_args()
+    print("command: python bench/broker_bench.py " + " ".join(sys.argv[1:]))
+    with tempfile.TemporaryDirectory() as tmp:
+        zk = ZooKeeperServer(Path(tmp) / "zk")
+        zk.start()
+        broker = BrokerProcess(zk.connect_string, 0, tmp)
+        try:
+            broker.start()
+            print(f"{'test':<34}{'messages/s':>12}{'MB/s':>10}")
+            for size in (100, 1024):
+                for partitions in (1, 8):
+                    topic = f"bench-{size}-{partitions}"
+                    create_topic(broker.bootstrap, topic, partitions)
+                    mb = args.messages * size / 1e6
+                    t = produce(broker.bootstrap, topic, args.messages, size)
+                    print(f"{f'produce {size} B, {partitions} partition(s)':<34}{args.messages / t:>12,.0f}{mb / t:>10.1f}")
+                    t = consume(broker.bootstrap, topic, partitions, args.messages)
+                    print(f"{f'consume {size} B, {partitions} partition(s)':<34}{args.messages / t:>12,.0f}{mb / t:>10.1f}")
+            create_topic(broker.bootstrap, "bench-latency", 1)
+            p50, p99 = latency(broker.bootstrap, "bench-latency", int(args.rate * 10), args.rate)
+            print(f"produce latency at {args.rate:.0f} msg/s (100 B, acks=1): p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+        finally:
+            broker.stop()
+            zk.close()
+
+
+if __name__ == "__main__":
+    main()
