@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import struct
 import time
 from typing import Any
 
@@ -28,6 +26,7 @@ from broker.network.socket_server import SocketServer
 from broker.replica_manager import ReplicaManager
 from broker.services import BrokerServices, ConfigRepository
 from coordination.admin_zk_client import AdminZkClient
+from coordination.blocking_rpc import send_request
 from coordination.broker_registration import BrokerRegistration, check_cluster_id, get_or_create_cluster_id
 from coordination.config_change_listener import ConfigChangeListener
 from coordination.errors import CoordinationError
@@ -38,7 +37,6 @@ from coordination.model import BrokerEndPoint, BrokerInfo, SecurityProtocol
 from coordination.producer_id_manager import ProducerIdManager, allocate_producer_id_block
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
-from protocol.framing import decode_response, encode_request
 from protocol.messages import ControlledShutdownRequest
 from storage.log_config import broker_defaults
 from storage.log_manager import LogManager
@@ -249,24 +247,11 @@ class KafkaServer:
             raise ValueError(f"controller {controller_id} has no {self.config.inter_broker_listener_name} endpoint")
         request = ControlledShutdownRequest(broker_id=services.broker_id, broker_epoch=services.broker_epoch)
         timeout = self.config.get("controller.socket.timeout.ms") / 1000
-        with socket.create_connection((endpoint.host or "localhost", endpoint.port), timeout=timeout) as sock:
-            sock.sendall(encode_request(request, ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, 1,
-                                        f"broker-{services.broker_id}-controlled-shutdown"))
-            (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
-            _, response = decode_response(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
-                                          _recv_exactly(sock, size))
+        response = send_request(endpoint.host or "localhost", endpoint.port, request, ApiKey.CONTROLLED_SHUTDOWN,
+                                CONTROLLED_SHUTDOWN_VERSION, f"broker-{services.broker_id}-controlled-shutdown",
+                                timeout)
         remaining = [f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions]
         return Errors(response.error_code), remaining
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("connection closed by the controller")
-        data += chunk
-    return bytes(data)
 
 
 def _all_topic_configs(zk: KafkaZkClient) -> dict[str, dict[str, str]]:

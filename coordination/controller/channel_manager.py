@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 import queue
 import socket
-import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from coordination.blocking_rpc import read_response
 from coordination.model import BrokerInfo
 from protocol.exceptions import ProtocolError
 
@@ -27,16 +27,6 @@ class QueueItem:
     version: int
     request: Any
     callback: ResponseCallback | None
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionError("connection closed by broker")
-        chunks += chunk
-    return bytes(chunks)
 
 
 class RequestSendThread:
@@ -112,7 +102,7 @@ class RequestSendThread:
         return None
 
     def _send_once(self, item: QueueItem) -> Any:
-        from protocol.framing import decode_response, encode_request
+        from protocol.framing import encode_request
 
         sock = self._socket
         if sock is None:
@@ -122,8 +112,7 @@ class RequestSendThread:
         self._correlation_id += 1
         frame = encode_request(item.request, item.api_key, item.version, self._correlation_id, self._client_id)
         sock.sendall(frame)
-        (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
-        correlation_id, response = decode_response(item.api_key, item.version, _recv_exactly(sock, size))
+        correlation_id, response = read_response(sock, item.api_key, item.version)
         if correlation_id != self._correlation_id:
             raise ConnectionError(f"correlation id {correlation_id} != {self._correlation_id}")
         return response

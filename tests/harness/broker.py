@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -51,23 +49,9 @@ class BrokerHarnessError(RuntimeError):
 
 def _request(host: str, port: int, api_key: int, version: int, body: Any, timeout: float = 5.0) -> Any:
     """One request/response round trip on a fresh connection."""
-    from protocol.framing import decode_response, encode_request
+    from coordination.blocking_rpc import send_request
 
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(encode_request(body, api_key, version, 1, "test-harness"))
-        header = _recv_exactly(sock, 4)
-        (size,) = struct.unpack(">i", header)
-        return decode_response(api_key, version, _recv_exactly(sock, size))[1]
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        data += chunk
-    return bytes(data)
+    return send_request(host, port, body, api_key, version, "test-harness", timeout)
 
 
 class BrokerProcess:
