@@ -61,6 +61,7 @@ class BrokerProcess:
         self.broker_id = broker_id
         self.dir = Path(tmp_dir) / f"broker-{broker_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._port_chosen_here = port is None
         self.port = port or free_port()
         self.log_dir = self.dir / "kafka-logs"
         self.log_path = self.dir / "broker.log"
@@ -84,6 +85,17 @@ class BrokerProcess:
         return props
 
     def start(self, timeout: float = 30.0) -> None:
+        """Start and wait until serving; a port taken meanwhile by another process is replaced."""
+        for _ in range(3):
+            try:
+                return self._start_once(timeout)
+            except BrokerHarnessError as exc:
+                if not (self._port_chosen_here and "Address already in use" in str(exc)):
+                    raise
+                self.port = free_port()
+        self._start_once(timeout)
+
+    def _start_once(self, timeout: float) -> None:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
