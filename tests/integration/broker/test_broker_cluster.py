@@ -118,6 +118,9 @@ def test_acks_all_completes_when_followers_fetch_up_to_it(cluster3: BrokerCluste
     cluster3.brokers[0].create_topic(topic, partitions=1, replication_factor=3)
     state = cluster3.brokers[0].metadata([topic]).topics[0].partitions[0]
     leader = cluster3.brokers[state.leader_id]
+    # The controller sends each broker LeaderAndIsr before UpdateMetadata: once the leader's own
+    # metadata shows the partition, it leads it.
+    leader.wait_for_leaders(topic, 1)
     followers = [r for r in state.replica_nodes if r != state.leader_id]
     results: list[Any] = []
     producer = threading.Thread(
