@@ -8,25 +8,26 @@ on the event loop, so completion is a plain flag check rather than Kafka's locki
 
 from __future__ import annotations
 
+import abc
 import asyncio
 from collections.abc import Hashable
 
 PURGE_THRESHOLD = 1000  # completed operations tolerated in one watch list before it is swept
 
 
-class DelayedOperation:
+class DelayedOperation(abc.ABC):
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = max(delay_ms, 0)
         self.completed = False
         self._timer: asyncio.TimerHandle | None = None
 
+    @abc.abstractmethod
     def try_complete(self) -> bool:
         """Check the condition; call ``force_complete`` and return True when it holds."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def on_complete(self) -> None:
         """Send the response (called exactly once)."""
-        raise NotImplementedError
 
     def on_expiration(self) -> None:
         """Hook for the deadline case, called after ``on_complete``."""

@@ -7,6 +7,7 @@ file's entry count is its length divided by the entry size, as in Kafka's Abstra
 
 from __future__ import annotations
 
+import abc
 import mmap
 import os
 import threading
@@ -15,7 +16,7 @@ from storage.errors import CorruptIndexError, IndexOffsetOverflowError
 INT32_MAX = 0x7FFFFFFF
 
 
-class AbstractIndex:
+class AbstractIndex(abc.ABC):
     entry_size: int = 0
 
     def __init__(self, path: str, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
@@ -45,9 +46,9 @@ class AbstractIndex:
     def _after_load(self) -> None:
         """Refresh cached last-entry state after the entry count changed."""
 
+    @abc.abstractmethod
     def _key_at(self, slot: int, by_value: bool) -> int:
         """The offset (by_value False) or the searchable value of entry ``slot``."""
-        raise NotImplementedError
 
     # --- mapping ---------------------------------------------------------------------------
     def _round(self, size: int) -> int:
