@@ -37,23 +37,42 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
     return bytes(out)
 
 
-def _fetch_raw(host: str, port: int, topic: str, partition: int) -> bytes:
-    """The records bytes of a Fetch v4 (non-flexible) for one partition from offset 0."""
+def _fetch_raw(host: str, port: int, topic: str, partition: int, until: int) -> bytes:
+    """The records bytes of one partition from offset 0 until offset ``until`` is covered.
+
+    The mock cluster answers a fetch with one stored message set, and the producer may have
+    sent several (its linger can expire between produce() calls on a loaded machine). What
+    follows the produced data (the mock's own transaction marker, written with a zero CRC)
+    is not fetched.
+    """
+    raw, offset = b"", 0
+    while offset < until:
+        chunk, high_watermark = _fetch_once(host, port, topic, partition, offset)
+        if not chunk:
+            raise AssertionError(f"mock broker returned nothing at offset {offset} (high watermark {high_watermark})")
+        raw += chunk
+        for _pos, header in iter_log_entries(chunk):
+            offset = header.next_offset
+    return raw
+
+
+def _fetch_once(host: str, port: int, topic: str, partition: int, offset: int) -> tuple[bytes, int]:
+    """The records bytes and high watermark of a Fetch v4 (non-flexible) for one partition."""
     body = struct.pack(">iiiib", -1, 500, 1, 64 << 20, 0)
-    body += struct.pack(">i", 1) + _string(topic) + struct.pack(">i", 1) + struct.pack(">iqi", partition, 0, 64 << 20)
+    body += struct.pack(">i", 1) + _string(topic) + struct.pack(">i", 1) + struct.pack(">iqi", partition, offset, 64 << 20)
     request = struct.pack(">hhi", 1, 4, 1) + _string("records-test") + body
     with socket.create_connection((host, port), timeout=10) as sock:
         sock.sendall(struct.pack(">i", len(request)) + request)
         response = _recv_exactly(sock, struct.unpack(">i", _recv_exactly(sock, 4))[0])
     pos = 4 + 4 + 4  # correlation id, throttle time, topic count
     pos += 2 + struct.unpack_from(">h", response, pos)[0] + 4  # topic name, partition count
-    _partition, error, _hw, _lso = struct.unpack_from(">ihqq", response, pos)
+    _partition, error, high_watermark, _lso = struct.unpack_from(">ihqq", response, pos)
     assert error == 0, f"mock broker fetch error {error}"
     pos += 22
     aborted = struct.unpack_from(">i", response, pos)[0]
     pos += 4 + max(aborted, 0) * 16
     size = struct.unpack_from(">i", response, pos)[0]
-    return response[pos + 4 : pos + 4 + size]
+    return response[pos + 4 : pos + 4 + size], high_watermark
 
 
 def _produce(config: dict, messages: list[dict], transactional: bool = False) -> bytes:
@@ -69,7 +88,7 @@ def _produce(config: dict, messages: list[dict], transactional: bool = False) ->
     assert producer.flush(10) == 0
     assert errors == [None] * len(messages)
     broker = next(iter(producer.list_topics(timeout=10).brokers.values()))
-    return _fetch_raw(broker.host, broker.port, TOPIC, 0)
+    return _fetch_raw(broker.host, broker.port, TOPIC, 0, until=len(messages))
 
 
 def _messages(count: int = 20) -> list[dict]:
