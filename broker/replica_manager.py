@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.delayed_operation import DelayedOperationPurgatory
+from broker.delayed_produce import DelayedProduce
 from broker.kafka_apis import error_of
 from broker.partition import NO_EPOCH, Partition
 from protocol.errors import Errors, KafkaApiError
-from protocol.messages import LeaderAndIsrResponse, StopReplicaResponse
+from protocol.messages import LeaderAndIsrResponse, ProduceResponse, StopReplicaResponse
 from protocol.schema import ZERO_UUID
 from storage.errors import StorageError
 from storage.file_records import FileRecords
@@ -68,6 +69,10 @@ class ReplicaManager:
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         self.broker_epoch = -1
+        # Called as (topic, partition, is_leader, leader_epoch) after this broker becomes leader or
+        # follower of a partition, and with is_leader False when it stops hosting it; the group
+        # coordinator loads and unloads the groups of __consumer_offsets partitions this way.
+        self.leadership_listeners: list[Callable[[str, int, bool, int], None]] = []
 
     # --- lookups ----------------------------------------------------------------------------
     def get_partition(self, topic: str, partition: int) -> Partition | None:
@@ -139,7 +144,15 @@ class ReplicaManager:
             log.info("Follower %s-%d of leader %d at leader epoch %d", topic, state.partition_index,
                      state.leader, state.leader_epoch)
         self.complete_delayed_requests(tp)
+        self._notify_leadership(topic, state.partition_index, state.leader == self.broker_id, state.leader_epoch)
         return Errors.NONE
+
+    def _notify_leadership(self, topic: str, partition: int, is_leader: bool, leader_epoch: int) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(topic, partition, is_leader, leader_epoch)
+            except Exception:  # a listener's failure must not fail the controller's request
+                log.exception("Leadership listener failed for %s-%d", topic, partition)
 
     async def stop_replicas(self, request: Any) -> Any:
         """StopReplica (v3+): stop serving, and delete the log when asked."""
@@ -160,8 +173,10 @@ class ReplicaManager:
         if partition is not None and leader_epoch not in (EPOCH_DURING_DELETE, NO_EPOCH) \
                 and leader_epoch < partition.leader_epoch:
             return Errors.FENCED_LEADER_EPOCH
-        self.partitions.pop(tp, None)
+        removed = self.partitions.pop(tp, None)
         self.complete_delayed_requests(tp)
+        if removed is not None:
+            self._notify_leadership(tp[0], tp[1], False, leader_epoch)
         if delete:
             try:
                 await self.run_blocking(self.log_manager.delete_log, tp[0], tp[1])
@@ -191,6 +206,25 @@ class ReplicaManager:
         partition.maybe_increment_high_watermark()
         # Appends move the log end (replica fetches) and, with an ISR of one, the HW (consumers).
         self.complete_delayed_requests((topic, partition_index))
+        return info
+
+    async def append_and_wait(self, topic: str, partition_index: int, records: bytearray,
+                              timeout_ms: int) -> LogAppendInfo:
+        """Append as leader with acks=all and wait until the ISR has it (internal topics' writes).
+
+        Raises ``KafkaApiError`` with Kafka's error: NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+        NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, ...
+        """
+        info = await self.append_to_leader(topic, partition_index, records, -1)
+        entry = ProduceResponse.PartitionProduceResponse(index=partition_index, error_code=0,
+                                                         base_offset=info.first_offset)
+        done = asyncio.get_running_loop().create_future()
+        operation = DelayedProduce(timeout_ms, self, {(topic, partition_index): (info.last_offset + 1, entry)},
+                                   lambda: done.done() or done.set_result(None))
+        self.produce_purgatory.try_complete_else_watch(operation, [(topic, partition_index)])
+        await done
+        if entry.error_code:
+            raise KafkaApiError(Errors(entry.error_code))
         return info
 
     # --- fetch ------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from protocol.exceptions import ProtocolError
 from spark_jobs.cli import job_parser, job_session, read_options, read_records, run_job
-from spark_jobs.consumer_offsets_schema import (
+from protocol.consumer_offsets_records import (
     GroupMetadataKey,
     OffsetCommitKey,
     decode_group_metadata_value,

@@ -14,7 +14,7 @@ import pytest
 
 from protocol.records.batch import CRC_OFFSET
 from spark_jobs import consumer_offsets, export, topic_stats, verify
-from spark_jobs.consumer_offsets_schema import (
+from protocol.consumer_offsets_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,

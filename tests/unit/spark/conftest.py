@@ -7,8 +7,6 @@ import pytest
 
 from tests.unit.spark.segment_files import Expected, write_log_dir
 
-GOLDEN = Path(__file__).resolve().parents[3].parent / "shared" / "golden-logs"
-
 
 @pytest.fixture(scope="module")
 def log_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Expected]]:
@@ -16,9 +14,3 @@ def log_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Expect
     path = tmp_path_factory.mktemp("kafka-logs")
     return path, write_log_dir(str(path))
 
-
-@pytest.fixture
-def golden() -> Path:
-    if not GOLDEN.is_dir():
-        pytest.skip(f"golden logs not found at {GOLDEN} (../shared is absent)")
-    return GOLDEN

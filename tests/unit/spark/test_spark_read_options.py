@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.consumer_offsets import decode_record
-from spark_jobs.consumer_offsets_schema import OffsetCommitKey, OffsetCommitValue, encode_key, encode_offset_commit_value
+from protocol.consumer_offsets_records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_offset_commit_value
 from spark_jobs.read_options import OptionError, parse_options
 from tests.unit.spark.spark_read_helpers import read_direct
 

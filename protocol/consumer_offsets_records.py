@@ -2,7 +2,7 @@
 
 Kafka writes OffsetCommitKey v0/v1 with OffsetCommitValue v0-v4 and GroupMetadataKey v2 with
 GroupMetadataValue v0-v4 (schemas in Kafka's group-coordinator ``*.json``; v4 of both values is
-flexible). This module decodes and encodes exactly those versions so the Spark job and, later,
+flexible). This module decodes and encodes exactly those versions so the Spark job and
 the broker's group coordinator share one implementation. Every value is read by its version
 prefix; a newer value version than known is rejected, as Kafka does.
 """

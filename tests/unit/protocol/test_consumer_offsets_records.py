@@ -8,7 +8,7 @@ import pytest
 
 from protocol.exceptions import ProtocolError
 from protocol.records.log_entry import decode_entry_records, iter_log_entries
-from spark_jobs.consumer_offsets_schema import (
+from protocol.consumer_offsets_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
