@@ -24,6 +24,9 @@ from broker.metadata_cache import MetadataCache
 from broker.network.request_handler import KafkaRequestHandlerPool
 from broker.network.socket_server import SocketServer
 from broker.replica_manager import ReplicaManager
+from broker.replication.alter_partition_manager import AlterPartitionManager
+from broker.replication.replica_fetcher import FetcherConfig
+from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from broker.services import BrokerServices, ConfigRepository
 from coordination.admin_zk_client import AdminZkClient
 from coordination.blocking_rpc import send_request
@@ -57,6 +60,7 @@ class KafkaServer:
         self._shutdown_started = False
         self._controller_started = False
         self.log_manager: LogManager | None = None
+        self._isr_expiration: asyncio.Task[None] | None = None
 
     # --- startup ------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -106,7 +110,9 @@ class KafkaServer:
         request_channel = self.socket_server.request_channel
         pool = KafkaRequestHandlerPool(request_channel, KafkaApis(self), config.num_io_threads)
         metadata_cache = MetadataCache(broker_id)
-        replica_manager = ReplicaManager(broker_id, log_manager, metadata_cache, pool.run_blocking)
+        replica_manager = ReplicaManager(broker_id, log_manager, metadata_cache, pool.run_blocking,
+                                         config.inter_broker_listener_name)
+        self._start_replication(replica_manager, broker_id)
         controller = KafkaController(zk, broker_id, ControllerConfig(
             delete_topic_enable=config.delete_topic_enable,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
@@ -137,6 +143,36 @@ class KafkaServer:
         await loop.run_in_executor(None, self.config_listener.start)
         log_manager.start_scheduler()
         log.info("[KafkaServer id=%d] started", broker_id)
+
+    def _start_replication(self, replica_manager: ReplicaManager, broker_id: int) -> None:
+        """Replica fetchers, the AlterPartition sender and the ISR expiration check."""
+        config = self.config
+        replica_manager.fetcher_manager = ReplicaFetcherManager(FetcherConfig(
+            broker_id=broker_id,
+            max_wait_ms=config.get("replica.fetch.wait.max.ms"),
+            min_bytes=config.get("replica.fetch.min.bytes"),
+            response_max_bytes=config.get("replica.fetch.response.max.bytes"),
+            partition_max_bytes=config.get("replica.fetch.max.bytes"),
+            backoff_ms=config.get("replica.fetch.backoff.ms"),
+            socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+        ), config.get("num.replica.fetchers"), replica_manager.run_blocking)
+        alter_partition = AlterPartitionManager(
+            broker_id, lambda: replica_manager.broker_epoch, replica_manager.metadata_cache,
+            config.inter_broker_listener_name, config.get("controller.socket.timeout.ms") / 1000,
+            replica_manager.on_isr_changed)
+        alter_partition.start()
+        replica_manager.alter_partition_manager = alter_partition
+        self._isr_expiration = asyncio.get_running_loop().create_task(
+            replica_manager.run_isr_expiration(config.get("replica.lag.time.max.ms")), name="isr-expiration")
+
+    async def _stop_replication(self, replica_manager: ReplicaManager) -> None:
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
+            await asyncio.gather(self._isr_expiration, return_exceptions=True)
+        if replica_manager.fetcher_manager is not None:
+            await replica_manager.fetcher_manager.shutdown()
+        if replica_manager.alter_partition_manager is not None:
+            await replica_manager.alter_partition_manager.shutdown()
 
     def _resolve_broker_id(self, zk: KafkaZkClient, stored: dict[str, Any]) -> int:
         """broker.id, else the id in meta.properties, else a generated one (broker.id.generation.enable)."""
@@ -194,6 +230,7 @@ class KafkaServer:
             await loop.run_in_executor(None, self._controlled_shutdown)
         if self.socket_server is not None:
             self.socket_server.shutdown()
+        await self._stop_replication(services.replica_manager)  # before the pool its appends run on
         await services.pool.shutdown()
         services.replica_manager.shutdown()
         if self.config_listener is not None:

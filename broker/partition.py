@@ -1,20 +1,51 @@
 """Partition: one partition's replica state on this broker (Kafka's Partition).
 
 The controller's LeaderAndIsr makes this broker the leader or a follower at a leader epoch.
-As leader it appends client batches, tracks what the other ISR members have (their log end
-offsets, reported by their fetches) and moves the high watermark to the smallest log end
-offset in the ISR, which with an ISR of one is simply the log end.
+As leader it appends client batches, tracks what each follower has (its log end offset and
+when it last caught up, both learnt from its fetches), moves the high watermark to the
+smallest log end offset in the ISR, and proposes ISR changes: a follower that caught up
+joins, one that lagged for ``replica.lag.time.max.ms`` leaves. A proposal is in flight to the
+controller (AlterPartition) until it answers; meanwhile the high watermark counts the
+*maximal* ISR (the committed one plus a joining follower), as Kafka does, so a write is never
+acknowledged on the strength of an ISR the controller has not recorded.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import Errors, KafkaApiError
 from storage.log import Log
 
 NO_EPOCH = -1
+
+
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of one follower (Kafka's Replica)."""
+
+    log_end_offset: int = -1
+    last_caught_up_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = -1
+    last_fetch_time_ms: int = 0
+
+    def update_fetch_state(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
+        """Caught up now if it fetched from our log end, or as of its previous fetch if it has
+        everything we had then (so a steady trickle of appends does not make it look lagging)."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_log_end_offset = leader_end_offset
+        self.last_fetch_time_ms = now_ms
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class Partition:
@@ -26,11 +57,13 @@ class Partition:
         self.log: Log | None = None
         self.leader_id = -1
         self.leader_epoch = NO_EPOCH
+        self.leader_epoch_start_offset = -1
         self.partition_epoch = -1
         self.controller_epoch = -1
         self.replicas: list[int] = []
-        self.isr: list[int] = []
-        self.remote_log_end_offsets: dict[int, int] = {}  # follower id -> log end offset it fetched from
+        self.isr: list[int] = []  # as committed by the controller
+        self.pending_isr: list[int] | None = None  # proposed in AlterPartition, not answered yet
+        self.followers: dict[int, FollowerState] = {}
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, epoch={self.leader_epoch}, "
@@ -39,6 +72,13 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id and self.log is not None
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR the high watermark must wait for: committed, plus a joining follower in flight."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
 
     def _apply_state(self, state: Any, log: Log) -> bool:
         """Common part of becoming leader or follower; True if the leader epoch moved."""
@@ -50,20 +90,30 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         self.replicas = list(state.replicas)
         self.isr = list(state.isr)
+        self.pending_isr = None
         return new_epoch
 
     def make_leader(self, state: Any, log: Log) -> bool:
         """Become leader: start the new epoch at the log end and reset follower progress."""
+        was_leader = self.is_leader
         new_epoch = self._apply_state(state, log)
-        if new_epoch:
+        if new_epoch or not was_leader:
+            self.leader_epoch_start_offset = log.log_end_offset
             log.maybe_assign_epoch_start_offset(self.leader_epoch, log.log_end_offset)
-            self.remote_log_end_offsets = {r: -1 for r in self.replicas if r != self.broker_id}
+            # Followers in the ISR count as caught up now: they get a full lag period to fetch.
+            current = now_ms()
+            self.followers = {r: FollowerState(last_caught_up_time_ms=current if r in self.isr else 0)
+                              for r in self.replicas if r != self.broker_id}
+        else:
+            for r in self.replicas:
+                if r != self.broker_id:
+                    self.followers.setdefault(r, FollowerState())
         self.maybe_increment_high_watermark()
         return new_epoch
 
     def make_follower(self, state: Any, log: Log) -> bool:
         """Become follower; fetching from the leader belongs to the replica fetcher."""
-        self.remote_log_end_offsets = {}
+        self.followers = {}
         return self._apply_state(state, log)
 
     def leader_log(self) -> Log:
@@ -95,15 +145,51 @@ class Partition:
             return False
         assert self.log is not None
         offsets = [self.log.log_end_offset]
-        offsets += [self.remote_log_end_offsets.get(r, -1) for r in self.isr if r != self.broker_id]
+        for r in self.maximal_isr:
+            if r != self.broker_id:
+                follower = self.followers.get(r)
+                offsets.append(follower.log_end_offset if follower is not None else -1)
         return self.log.maybe_increment_high_watermark(min(offsets))
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> bool:
         """A follower fetched from ``fetch_offset``: it has everything below; True if the HW moved."""
-        if replica_id not in self.remote_log_end_offsets:
+        follower = self.followers.get(replica_id)
+        if follower is None or self.log is None:
             return False
-        self.remote_log_end_offsets[replica_id] = fetch_offset
+        follower.update_fetch_state(fetch_offset, self.log.log_end_offset, now_ms())
         return self.maybe_increment_high_watermark()
+
+    def isr_to_expand(self, replica_id: int) -> list[int] | None:
+        """The ISR to propose if this follower may join: it has everything up to the high
+        watermark and everything of the current leader epoch (Kafka's isFollowerInSync)."""
+        follower = self.followers.get(replica_id)
+        if (not self.is_leader or self.pending_isr is not None or follower is None or replica_id in self.isr
+                or replica_id not in self.replicas):
+            return None
+        assert self.log is not None
+        if follower.log_end_offset >= self.log.high_watermark and \
+                follower.log_end_offset >= self.leader_epoch_start_offset:
+            return self.isr + [replica_id]
+        return None
+
+    def isr_to_shrink(self, lag_time_max_ms: int, current_ms: int) -> list[int] | None:
+        """The ISR without the followers that have not caught up for ``lag_time_max_ms``."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        lagging = {r for r in self.isr if r != self.broker_id
+                   and current_ms - self.followers.get(r, FollowerState()).last_caught_up_time_ms > lag_time_max_ms}
+        if not lagging:
+            return None
+        return [r for r in self.isr if r not in lagging]
+
+    def apply_isr_change(self, leader_epoch: int, isr: list[int], partition_epoch: int) -> bool:
+        """The controller accepted an ISR change; False if it concerns an epoch we left meanwhile."""
+        self.pending_isr = None
+        if leader_epoch != self.leader_epoch or not self.is_leader:
+            return False
+        self.isr = list(isr)
+        self.partition_epoch = partition_epoch
+        return True
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
         """acks=all: (done, error) once the high watermark covers ``required_offset``."""

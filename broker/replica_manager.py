@@ -4,6 +4,11 @@ It applies the controller's LeaderAndIsr and StopReplica, appends producer batch
 partitions (blocking log work goes to the handler pool's threads) and reads fetch data.
 Requests that must wait (acks=all produce, long-poll fetch) are parked in purgatories and
 completed when an append or a high-watermark move touches one of their partitions.
+
+Replication: followed partitions are handed to the ReplicaFetcherManager; as leader, the
+followers' fetches move the high watermark and let caught-up followers rejoin the ISR, and a
+periodic check drops followers that lag (both proposed to the controller through the
+AlterPartitionManager).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from broker.delayed_operation import DelayedOperationPurgatory
 from broker.delayed_produce import DelayedProduce
 from broker.kafka_apis import error_of
-from broker.partition import NO_EPOCH, Partition
+from broker.partition import NO_EPOCH, Partition, now_ms
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import LeaderAndIsrResponse, ProduceResponse, StopReplicaResponse
 from protocol.schema import ZERO_UUID
@@ -31,6 +36,8 @@ from storage.transaction_index import AbortedTxn
 
 if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
+    from broker.replication.alter_partition_manager import AlterPartitionManager
+    from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +67,9 @@ class PartitionReadResult:
 
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager, metadata_cache: MetadataCache,
-                 run_blocking: RunBlocking) -> None:
+                 run_blocking: RunBlocking, inter_broker_listener: str = "PLAINTEXT") -> None:
         self.broker_id = broker_id
+        self.inter_broker_listener = inter_broker_listener
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
         self.run_blocking = run_blocking
@@ -73,6 +81,10 @@ class ReplicaManager:
         # follower of a partition, and with is_leader False when it stops hosting it; the group
         # coordinator loads and unloads the groups of __consumer_offsets partitions this way.
         self.leadership_listeners: list[Callable[[str, int, bool, int], None]] = []
+        # Set by the server once built (they need the running loop); None in tests without replication.
+        self.fetcher_manager: ReplicaFetcherManager | None = None
+        self.alter_partition_manager: AlterPartitionManager | None = None
+        self._leader_endpoints: dict[int, tuple[str, int]] = {}  # from LeaderAndIsr's live leaders
 
     # --- lookups ----------------------------------------------------------------------------
     def get_partition(self, topic: str, partition: int) -> Partition | None:
@@ -94,6 +106,8 @@ class ReplicaManager:
         """LeaderAndIsr (v2+): per partition create the log and become leader or follower."""
         if request.broker_epoch != -1 and request.broker_epoch < self.broker_epoch:
             return LeaderAndIsrResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
+        for leader in request.live_leaders:
+            self._leader_endpoints[leader.broker_id] = (leader.host_name, leader.port)
         results: dict[str, list[Any]] = {}
         topic_ids: dict[str, Any] = {}
         configs: dict[str, dict[str, str]] = {}
@@ -136,13 +150,19 @@ class ReplicaManager:
             partition = self.partitions[tp] = Partition(topic, state.partition_index, self.broker_id)
         partition.topic_id = topic_id if topic_id != ZERO_UUID else None
         if state.leader == self.broker_id:
+            await self._stop_fetching([tp])
             if partition.make_leader(state, tp_log):
                 log.info("Leader %s-%d starts at leader epoch %d from offset %d (ISR %s)", topic,
                          state.partition_index, state.leader_epoch, tp_log.log_end_offset, list(state.isr))
-        else:
+        elif partition.leader_epoch != state.leader_epoch or partition.leader_id != state.leader \
+                or partition.log is not tp_log:
+            await self._stop_fetching([tp])
             partition.make_follower(state, tp_log)
             log.info("Follower %s-%d of leader %d at leader epoch %d", topic, state.partition_index,
                      state.leader, state.leader_epoch)
+            await self._start_fetching(tp, partition)
+        else:
+            partition.make_follower(state, tp_log)  # same leader and epoch: keep fetching
         self.complete_delayed_requests(tp)
         self._notify_leadership(topic, state.partition_index, state.leader == self.broker_id, state.leader_epoch)
         return Errors.NONE
@@ -173,6 +193,7 @@ class ReplicaManager:
         if partition is not None and leader_epoch not in (EPOCH_DURING_DELETE, NO_EPOCH) \
                 and leader_epoch < partition.leader_epoch:
             return Errors.FENCED_LEADER_EPOCH
+        await self._stop_fetching([tp])
         removed = self.partitions.pop(tp, None)
         self.complete_delayed_requests(tp)
         if removed is not None:
@@ -185,6 +206,52 @@ class ReplicaManager:
                 return Errors.KAFKA_STORAGE_ERROR
             log.info("Deleted the log of %s-%d", tp[0], tp[1])
         return Errors.NONE
+
+    # --- replication --------------------------------------------------------------------------
+    def leader_endpoint(self, leader_id: int) -> tuple[str, int] | None:
+        return self._leader_endpoints.get(leader_id) or \
+            self.metadata_cache.broker_endpoint(leader_id, self.inter_broker_listener)
+
+    async def _start_fetching(self, tp: TopicPartition, partition: Partition) -> None:
+        if self.fetcher_manager is None or partition.leader_id < 0:
+            return
+        endpoint = self.leader_endpoint(partition.leader_id)
+        if endpoint is None:
+            log.warning("No endpoint known for broker %d, the leader of %s-%d", partition.leader_id, *tp)
+            return
+        await self.fetcher_manager.add_fetcher_for_partitions({tp: (partition, endpoint)})
+
+    async def _stop_fetching(self, tps: list[TopicPartition]) -> None:
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.remove_fetcher_for_partitions(tps)
+
+    def on_isr_changed(self, partition: Partition) -> None:
+        """The controller accepted an ISR change: the high watermark and waiting acks=all may move."""
+        partition.maybe_increment_high_watermark()
+        self.complete_delayed_requests((partition.topic, partition.partition))
+
+    def _maybe_expand_isr(self, partition: Partition, replica_id: int) -> None:
+        new_isr = partition.isr_to_expand(replica_id)
+        if new_isr is not None and self.alter_partition_manager is not None:
+            self.alter_partition_manager.submit(partition, new_isr)
+
+    def maybe_shrink_isr(self, lag_time_max_ms: int) -> None:
+        """Propose dropping followers that have not caught up for ``replica.lag.time.max.ms``."""
+        if self.alter_partition_manager is None:
+            return
+        current = now_ms()
+        for partition in list(self.partitions.values()):
+            new_isr = partition.isr_to_shrink(lag_time_max_ms, current)
+            if new_isr is not None:
+                log.info("Shrinking ISR of %s-%d from %s to %s: followers out of sync for %d ms",
+                         partition.topic, partition.partition, partition.isr, new_isr, lag_time_max_ms)
+                self.alter_partition_manager.submit(partition, new_isr)
+
+    async def run_isr_expiration(self, lag_time_max_ms: int) -> None:
+        """Kafka's isr-expiration task: check every half lag period."""
+        while True:
+            await asyncio.sleep(lag_time_max_ms / 2000)
+            self.maybe_shrink_isr(lag_time_max_ms)
 
     def complete_delayed_requests(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
@@ -249,10 +316,12 @@ class ReplicaManager:
             partition = self.leader_partition(*tp)
             partition.check_leader_epoch(spec.current_leader_epoch)
             tp_log = partition.leader_log()
-            if replica_id >= 0 and partition.update_follower_fetch_state(replica_id, spec.fetch_offset):
-                # The HW moved: acks=all produces and consumer long polls may complete. Deferred, as this
-                # read may itself run inside a delayed fetch's completion check.
-                asyncio.get_running_loop().call_soon(self.complete_delayed_requests, tp)
+            if replica_id >= 0:
+                if partition.update_follower_fetch_state(replica_id, spec.fetch_offset):
+                    # The HW moved: acks=all produces and consumer long polls may complete. Deferred, as
+                    # this read may itself run inside a delayed fetch's completion check.
+                    asyncio.get_running_loop().call_soon(self.complete_delayed_requests, tp)
+                self._maybe_expand_isr(partition, replica_id)
         except KafkaApiError as exc:
             return PartitionReadResult(error=exc.error)
         result = PartitionReadResult(high_watermark=tp_log.high_watermark,

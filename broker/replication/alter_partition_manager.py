@@ -1,0 +1,119 @@
+"""AlterPartitionManager: sends a leader's ISR changes to the controller (KIP-497).
+
+Leaders propose; the controller decides, writes ZooKeeper and broadcasts UpdateMetadata.
+Proposals made while a request is in flight are sent together in the next one, and a
+partition has at most one proposal outstanding (the Partition's ``pending_isr``). When the
+controller cannot be reached, the proposal is dropped: the partition's next ISR check (a
+follower fetch or the periodic shrink check) proposes again from the current state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker.network.network_client import NETWORK_ERRORS, NetworkClient
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from protocol.messages import AlterPartitionRequest
+
+if TYPE_CHECKING:
+    from broker.metadata_cache import MetadataCache
+    from broker.partition import Partition
+
+log = logging.getLogger(__name__)
+
+ALTER_PARTITION_VERSION = 1  # topic names, plain ISR lists
+TopicPartition = tuple[str, int]
+
+
+class AlterPartitionManager:
+    def __init__(self, broker_id: int, broker_epoch: Callable[[], int], metadata_cache: MetadataCache,
+                 listener_name: str, timeout_s: float, on_change: Callable[[Partition], None]) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.metadata_cache = metadata_cache
+        self.listener_name = listener_name
+        self.on_change = on_change  # called after an accepted change: the high watermark may move
+        self._client = NetworkClient(f"broker-{broker_id}-alter-partition", timeout_s)
+        self._queued: dict[TopicPartition, Partition] = {}
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="alter-partition-sender")
+
+    def submit(self, partition: Partition, new_isr: list[int]) -> None:
+        """Propose ``new_isr`` for a led partition (a no-op while one is already in flight)."""
+        if partition.pending_isr is not None:
+            return
+        partition.pending_isr = list(new_isr)
+        self._queued[(partition.topic, partition.partition)] = partition
+        self._wakeup.set()
+        log.info("Proposing ISR %s (was %s) for %s-%d at leader epoch %d", new_isr, partition.isr,
+                 partition.topic, partition.partition, partition.leader_epoch)
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            batch = {tp: p for tp, p in self._queued.items() if p.pending_isr is not None}  # not reset meanwhile
+            self._queued = {}
+            if batch:
+                await self._send(batch)
+
+    async def _send(self, batch: dict[TopicPartition, Partition]) -> None:
+        request = self._request(batch)
+        endpoint = self._controller_endpoint()
+        try:
+            if endpoint is None:
+                raise OSError("no controller is known yet")
+            response = await self._client.send(endpoint, request, ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION)
+        except NETWORK_ERRORS as exc:
+            log.warning("AlterPartition to the controller failed (%s); the ISR change will be proposed again", exc)
+            for partition in batch.values():
+                partition.pending_isr = None
+            return
+        if response.error_code:
+            log.warning("The controller refused AlterPartition: %s", Errors(response.error_code).name)
+        answered: set[TopicPartition] = set()
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = (topic.topic_name, p.partition_index)
+                partition = batch.get(tp)
+                if partition is None:
+                    continue
+                answered.add(tp)
+                if p.error_code:
+                    partition.pending_isr = None
+                    log.info("ISR change for %s-%d refused: %s", tp[0], tp[1], Errors(p.error_code).name)
+                elif partition.apply_isr_change(p.leader_epoch, list(p.isr), p.partition_epoch):
+                    log.info("ISR of %s-%d is now %s (partition epoch %d)", tp[0], tp[1], list(p.isr),
+                             p.partition_epoch)
+                    self.on_change(partition)
+        for tp in batch.keys() - answered:
+            batch[tp].pending_isr = None
+
+    def _request(self, batch: dict[TopicPartition, Partition]) -> AlterPartitionRequest:
+        topics: dict[str, list[AlterPartitionRequest.PartitionData]] = {}
+        for (topic, index), partition in batch.items():
+            assert partition.pending_isr is not None
+            topics.setdefault(topic, []).append(AlterPartitionRequest.PartitionData(
+                partition_index=index, leader_epoch=partition.leader_epoch, new_isr=partition.pending_isr,
+                leader_recovery_state=0, partition_epoch=partition.partition_epoch))
+        return AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch(), topics=[
+            AlterPartitionRequest.TopicData(topic_name=name, partitions=parts) for name, parts in topics.items()])
+
+    def _controller_endpoint(self) -> tuple[str, int] | None:
+        controller = self.metadata_cache.controller_id
+        if controller is None:
+            return None
+        return self.metadata_cache.broker_endpoint(controller, self.listener_name)
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._client.close()

@@ -1,0 +1,291 @@
+"""ReplicaFetcher: copies the leader's log for the partitions this broker follows from one leader.
+
+Kafka's ReplicaFetcherThread as an asyncio task. Each partition is in one of two states:
+
+* ``TRUNCATING`` — just became follower at a new leader epoch: before fetching, ask the
+  leader where our latest epoch ends (OffsetsForLeaderEpoch) and cut our log there, so a
+  tail the new leader never had is removed exactly where Kafka removes it;
+* ``FETCHING`` — fetch from our log end with our replica id; append the leader's batches
+  unchanged, take the leader's high watermark and log start offset.
+
+A partition whose leader answered an error waits ``replica.fetch.backoff.ms`` before it is
+tried again. Response processing holds ``processing``, which the ReplicaManager also takes
+before it hands the partition to someone else (a new leader epoch, leadership, deletion), so
+an append in progress always finishes against the state it was fetched for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.network.network_client import NETWORK_ERRORS, NetworkClient
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from protocol.exceptions import ProtocolError
+from protocol.messages import FetchRequest, OffsetForLeaderEpochRequest
+from storage.errors import StorageError
+from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+
+if TYPE_CHECKING:
+    from broker.partition import Partition
+    from storage.log import Log
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12  # topic names, current leader epoch, flexible
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3  # with the replica id
+TopicPartition = tuple[str, int]
+RunBlocking = Callable[..., Awaitable[Any]]
+
+
+class ReplicaState(enum.Enum):
+    TRUNCATING = "Truncating"
+    FETCHING = "Fetching"
+
+
+@dataclass(slots=True)
+class FetcherConfig:
+    broker_id: int
+    max_wait_ms: int  # replica.fetch.wait.max.ms
+    min_bytes: int  # replica.fetch.min.bytes
+    response_max_bytes: int  # replica.fetch.response.max.bytes
+    partition_max_bytes: int  # replica.fetch.max.bytes
+    backoff_ms: int  # replica.fetch.backoff.ms
+    socket_timeout_ms: int  # replica.socket.timeout.ms
+
+
+@dataclass(slots=True)
+class PartitionFetchState:
+    partition: Partition
+    leader_epoch: int
+    fetch_offset: int
+    state: ReplicaState = ReplicaState.TRUNCATING
+    delayed_until: float = 0.0  # event-loop time
+
+    @property
+    def log(self) -> Log:
+        assert self.partition.log is not None
+        return self.partition.log
+
+
+class ReplicaFetcher:
+    def __init__(self, name: str, leader_id: int, endpoint: tuple[str, int], config: FetcherConfig,
+                 run_blocking: RunBlocking) -> None:
+        self.name = name
+        self.leader_id = leader_id
+        self.endpoint = endpoint
+        self.config = config
+        self.run_blocking = run_blocking
+        self.states: dict[TopicPartition, PartitionFetchState] = {}
+        self.processing = asyncio.Lock()
+        self._wakeup = asyncio.Event()
+        self._client = NetworkClient(name, (config.socket_timeout_ms + config.max_wait_ms) / 1000)
+        self._task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetcher({self.name}, leader={self.leader_id}, partitions={len(self.states)})"
+
+    # --- partitions ---------------------------------------------------------------------------
+    def add_partitions(self, partitions: dict[TopicPartition, Partition]) -> None:
+        """Start following: truncate first, then fetch from the log end (call with ``processing`` held)."""
+        for tp, partition in partitions.items():
+            assert partition.log is not None
+            self.states[tp] = PartitionFetchState(partition, partition.leader_epoch, partition.log.log_end_offset)
+        self._wakeup.set()
+
+    def remove_partitions(self, tps: list[TopicPartition]) -> None:
+        """Stop following (call with ``processing`` held)."""
+        for tp in tps:
+            self.states.pop(tp, None)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._client.close()
+
+    # --- the loop -----------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            ready = await self._ready_partitions()
+            truncating = {tp: s for tp, s in ready.items() if s.state is ReplicaState.TRUNCATING}
+            if truncating:
+                await self._truncate(truncating)
+            else:
+                await self._fetch(ready)
+
+    async def _ready_partitions(self) -> dict[TopicPartition, PartitionFetchState]:
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            ready = {tp: s for tp, s in self.states.items() if s.delayed_until <= now}
+            if ready:
+                return ready
+            timeout = min((s.delayed_until for s in self.states.values()), default=now + 3600) - now
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    def _back_off(self, states: list[PartitionFetchState]) -> None:
+        until = asyncio.get_running_loop().time() + self.config.backoff_ms / 1000
+        for state in states:
+            state.delayed_until = until
+
+    async def _send(self, body: Any, api_key: ApiKey, version: int,
+                    states: list[PartitionFetchState]) -> Any | None:
+        try:
+            return await self._client.send(self.endpoint, body, api_key, version)
+        except NETWORK_ERRORS as exc:
+            log.warning("[%s] %s to broker %d at %s:%d failed: %s", self.name, api_key.name, self.leader_id,
+                        *self.endpoint, exc or type(exc).__name__)
+            self._back_off(states)
+            return None
+
+    # --- truncation ---------------------------------------------------------------------------
+    async def _truncate(self, truncating: dict[TopicPartition, PartitionFetchState]) -> None:
+        """One OffsetsForLeaderEpoch round for the partitions that must truncate."""
+        asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        async with self.processing:
+            for tp, state in truncating.items():
+                epoch = state.log.leader_epoch_cache.latest_epoch()
+                if epoch is None:  # nothing to compare epochs with: keep what the leader acknowledged
+                    await self._truncate_to(tp, state, state.log.high_watermark, completed=True)
+                else:
+                    asked[tp] = (state, epoch)
+        if not asked:
+            return
+        topics: dict[str, list[Any]] = {}
+        for (topic, index), (state, epoch) in asked.items():
+            topics.setdefault(topic, []).append(OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                partition=index, current_leader_epoch=state.leader_epoch, leader_epoch=epoch))
+        request = OffsetForLeaderEpochRequest(replica_id=self.config.broker_id, topics=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=name, partitions=parts)
+            for name, parts in topics.items()])
+        response = await self._send(request, ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION,
+                                    [s for s, _ in asked.values()])
+        if response is None:
+            return
+        async with self.processing:
+            for topic in response.topics:
+                for p in topic.partitions:
+                    tp = (topic.topic, p.partition)
+                    entry = asked.pop(tp, None)
+                    if entry is None or self.states.get(tp) is not entry[0]:
+                        continue  # removed or replaced while we waited
+                    await self._on_epoch_end_offset(tp, entry[0], p)
+            self._back_off([s for s, _ in asked.values()])  # partitions the leader did not answer for
+
+    async def _on_epoch_end_offset(self, tp: TopicPartition, state: PartitionFetchState, answer: Any) -> None:
+        """Where to cut, as Kafka's getOffsetTruncationState decides it."""
+        if answer.error_code:
+            log.info("[%s] OffsetsForLeaderEpoch for %s-%d: %s; retrying", self.name, *tp,
+                     Errors(answer.error_code).name)
+            self._back_off([state])
+            return
+        tp_log = state.log
+        log_end = tp_log.log_end_offset
+        if answer.end_offset == UNDEFINED_EPOCH_OFFSET:
+            await self._truncate_to(tp, state, tp_log.high_watermark, completed=True)
+        elif answer.leader_epoch == UNDEFINED_EPOCH:
+            await self._truncate_to(tp, state, min(answer.end_offset, log_end), completed=True)
+        else:
+            epoch, end = tp_log.end_offset_for_epoch(answer.leader_epoch)
+            if end == UNDEFINED_EPOCH_OFFSET:  # we never had that epoch nor any later one
+                await self._truncate_to(tp, state, min(answer.end_offset, log_end), completed=True)
+            elif epoch != answer.leader_epoch:  # we lack the leader's epoch: cut to ours before it, ask again
+                await self._truncate_to(tp, state, min(end, log_end), completed=False)
+            else:
+                await self._truncate_to(tp, state, min(end, answer.end_offset, log_end), completed=True)
+
+    async def _truncate_to(self, tp: TopicPartition, state: PartitionFetchState, offset: int,
+                           completed: bool) -> None:
+        tp_log = state.log
+        if offset < tp_log.log_end_offset:
+            log.info("[%s] Truncating %s-%d to offset %d (log end was %d)", self.name, *tp, offset,
+                     tp_log.log_end_offset)
+            await self.run_blocking(tp_log.truncate_to, offset)
+        if completed:
+            state.state = ReplicaState.FETCHING
+            state.fetch_offset = tp_log.log_end_offset
+
+    # --- fetching -----------------------------------------------------------------------------
+    async def _fetch(self, fetching: dict[TopicPartition, PartitionFetchState]) -> None:
+        offsets = {tp: s.fetch_offset for tp, s in fetching.items()}
+        request = self._fetch_request(fetching)
+        response = await self._send(request, ApiKey.FETCH, FETCH_VERSION, list(fetching.values()))
+        if response is None:
+            return
+        if response.error_code:
+            log.warning("[%s] Fetch from broker %d failed: %s", self.name, self.leader_id,
+                        Errors(response.error_code).name)
+            self._back_off(list(fetching.values()))
+            return
+        async with self.processing:
+            for topic in response.responses:
+                for data in topic.partitions:
+                    tp = (topic.topic, data.partition_index)
+                    state = fetching.get(tp)
+                    if state is None or self.states.get(tp) is not state or state.fetch_offset != offsets[tp]:
+                        continue  # removed, replaced or truncated while the fetch was in flight
+                    await self._on_partition_data(tp, state, data)
+
+    def _fetch_request(self, fetching: dict[TopicPartition, PartitionFetchState]) -> FetchRequest:
+        topics: dict[str, list[Any]] = {}
+        for (topic, index), state in fetching.items():
+            topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
+                partition=index, current_leader_epoch=state.leader_epoch, fetch_offset=state.fetch_offset,
+                log_start_offset=state.log.log_start_offset, partition_max_bytes=self.config.partition_max_bytes))
+        return FetchRequest(
+            replica_id=self.config.broker_id, max_wait_ms=self.config.max_wait_ms, min_bytes=self.config.min_bytes,
+            max_bytes=self.config.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=name, partitions=parts) for name, parts in topics.items()],
+            forgotten_topics_data=[], rack_id="")
+
+    async def _on_partition_data(self, tp: TopicPartition, state: PartitionFetchState, data: Any) -> None:
+        error = Errors(data.error_code)
+        tp_log = state.log
+        if error is Errors.NONE:
+            records = data.records
+            if records is not None and len(records):
+                try:
+                    await self.run_blocking(tp_log.append_as_follower, records)
+                except (StorageError, ProtocolError) as exc:
+                    log.error("[%s] Cannot append the leader's data to %s-%d at offset %d: %s", self.name, *tp,
+                              state.fetch_offset, exc)
+                    self._back_off([state])
+                    return
+            state.fetch_offset = tp_log.log_end_offset
+            if data.log_start_offset > tp_log.log_start_offset:
+                await self.run_blocking(tp_log.maybe_increment_log_start_offset, data.log_start_offset)
+            tp_log.update_high_watermark(min(data.high_watermark, tp_log.log_end_offset))
+        elif error is Errors.OFFSET_OUT_OF_RANGE:
+            await self._on_offset_out_of_range(tp, state, data)
+        else:
+            if error not in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_LEADER_EPOCH,
+                             Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION):
+                log.warning("[%s] Fetch of %s-%d at offset %d: %s", self.name, *tp, state.fetch_offset, error.name)
+            self._back_off([state])
+
+    async def _on_offset_out_of_range(self, tp: TopicPartition, state: PartitionFetchState, data: Any) -> None:
+        """Behind the leader's log start: restart there. Ahead of its end (an unclean election):
+        truncate again by epochs."""
+        tp_log = state.log
+        if 0 <= state.fetch_offset < data.log_start_offset:
+            log.warning("[%s] %s-%d: fetch offset %d is below the leader's log start offset %d; "
+                        "restarting the log there", self.name, *tp, state.fetch_offset, data.log_start_offset)
+            await self.run_blocking(tp_log.truncate_fully_and_start_at, data.log_start_offset)
+            state.fetch_offset = data.log_start_offset
+        else:
+            log.warning("[%s] %s-%d: fetch offset %d is beyond the leader's log end; truncating to the leader's "
+                        "high watermark %d", self.name, *tp, state.fetch_offset, data.high_watermark)
+            await self._truncate_to(tp, state, max(data.high_watermark, 0), completed=True)

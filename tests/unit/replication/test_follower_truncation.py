@@ -1,0 +1,123 @@
+"""Where a new follower cuts its log, from the leader's OffsetsForLeaderEpoch answer.
+
+The ReplicaFetcher's decision is exercised on a real Log; only the network is left out.
+"""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from broker.partition import Partition
+from broker.replication.replica_fetcher import FetcherConfig, PartitionFetchState, ReplicaFetcher, ReplicaState
+from protocol.errors import Errors
+from storage.log import Log
+from tests.unit.storage.storage_test_helpers import batch, open_log
+
+
+async def _inline(fn: Any, *args: Any) -> Any:
+    return fn(*args)
+
+
+def _follower(log: Log) -> PartitionFetchState:
+    partition = Partition("t", 0, broker_id=1)
+    partition.make_follower(SimpleNamespace(leader=0, leader_epoch=5, isr=[0, 1], replicas=[0, 1],
+                                            partition_epoch=0, controller_epoch=1), log)
+    return PartitionFetchState(partition, 5, log.log_end_offset)
+
+
+def _fetcher() -> ReplicaFetcher:
+    config = FetcherConfig(broker_id=1, max_wait_ms=500, min_bytes=1, response_max_bytes=1 << 20,
+                           partition_max_bytes=1 << 20, backoff_ms=1000, socket_timeout_ms=30000)
+    return ReplicaFetcher("test-fetcher", 0, ("127.0.0.1", 1), config, _inline)
+
+
+def _log_with_epochs(path: Path, epochs: list[tuple[int, int]]) -> Log:
+    """A follower log: ``count`` records written at each leader epoch, in order."""
+    log = open_log(path / "t-0")
+    for epoch, count in epochs:
+        log.append_as_leader(batch(count), epoch)
+    return log
+
+
+def _answer(epoch: int, end_offset: int, error: Errors = Errors.NONE) -> SimpleNamespace:
+    return SimpleNamespace(error_code=int(error), partition=0, leader_epoch=epoch, end_offset=end_offset)
+
+
+def _decide(state: PartitionFetchState, answer: SimpleNamespace) -> None:
+    asyncio.run(_fetcher()._on_epoch_end_offset(("t", 0), state, answer))
+
+
+def test_same_epoch_cuts_at_the_leaders_end_of_it(tmp_path: Path) -> None:
+    log = _log_with_epochs(tmp_path, [(0, 4), (1, 6)])  # epoch 1 spans 4..9
+    state = _follower(log)
+    _decide(state, _answer(1, 7))
+    assert log.log_end_offset == 7
+    assert (state.state, state.fetch_offset) == (ReplicaState.FETCHING, 7)
+
+
+def test_nothing_to_cut_when_the_leader_has_more(tmp_path: Path) -> None:
+    log = _log_with_epochs(tmp_path, [(0, 4), (1, 6)])
+    state = _follower(log)
+    _decide(state, _answer(1, 25))
+    assert log.log_end_offset == 10
+    assert (state.state, state.fetch_offset) == (ReplicaState.FETCHING, 10)
+
+
+def test_an_epoch_the_follower_never_had_takes_another_round(tmp_path: Path) -> None:
+    # Follower: epoch 0 at 0..3, epoch 2 at 4..9 (it led at epoch 2 and wrote a tail nobody got).
+    log = _log_with_epochs(tmp_path, [(0, 4), (2, 6)])
+    state = _follower(log)
+    # The leader's latest epoch below ours is 1, ending at 8: the follower has no epoch 1,
+    # so it cuts to the end of its epoch before 1 (0, ending at 4) and asks again.
+    _decide(state, _answer(1, 8))
+    assert log.log_end_offset == 4
+    assert state.state is ReplicaState.TRUNCATING
+    assert log.leader_epoch_cache.latest_epoch() == 0
+    _decide(state, _answer(0, 4))
+    assert (state.state, state.fetch_offset) == (ReplicaState.FETCHING, 4)
+
+
+def test_leader_ended_our_epoch_earlier(tmp_path: Path) -> None:
+    log = _log_with_epochs(tmp_path, [(0, 4), (2, 6)])
+    state = _follower(log)
+    _decide(state, _answer(0, 3))  # the leader's epoch 0 ends at 3
+    assert log.log_end_offset == 3
+    assert state.state is ReplicaState.FETCHING
+
+
+def test_undefined_end_offset_keeps_only_the_high_watermark(tmp_path: Path) -> None:
+    log = _log_with_epochs(tmp_path, [(0, 8)])
+    log.update_high_watermark(5)
+    state = _follower(log)
+    _decide(state, _answer(-1, -1))
+    assert log.log_end_offset == 5
+    assert state.state is ReplicaState.FETCHING
+
+
+def test_an_error_answer_backs_off_without_cutting(tmp_path: Path) -> None:
+    log = _log_with_epochs(tmp_path, [(0, 8)])
+    state = _follower(log)
+
+    async def decide() -> float:
+        await _fetcher()._on_epoch_end_offset(("t", 0), state, _answer(0, 2, Errors.UNKNOWN_LEADER_EPOCH))
+        return asyncio.get_running_loop().time()
+
+    now = asyncio.run(decide())
+    assert log.log_end_offset == 8
+    assert state.state is ReplicaState.TRUNCATING
+    assert state.delayed_until == pytest.approx(now + 1.0, abs=0.5)
+
+
+def test_follower_appends_keep_the_leaders_offsets_and_epochs(tmp_path: Path) -> None:
+    leader = _log_with_epochs(tmp_path / "leader", [(0, 3), (4, 2)])
+    follower = open_log(tmp_path / "follower" / "t-0")
+    follower.append_as_follower(leader.read(0, 1 << 20).records.read_bytes())
+    assert follower.log_end_offset == 5
+    assert follower.end_offset_for_epoch(0) == (0, 3)
+    assert follower.leader_epoch_cache.latest_epoch() == 4
+    segment = "00000000000000000000.log"
+    assert (Path(leader.dir) / segment).read_bytes() == (Path(follower.dir) / segment).read_bytes()
