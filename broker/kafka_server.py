@@ -27,6 +27,7 @@ from broker.replica_manager import ReplicaManager
 from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.replica_fetcher import FetcherConfig
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
+from broker.replication.replication_quota import ReplicationQuotas
 from broker.services import BrokerServices, ConfigRepository
 from coordination.admin_zk_client import AdminZkClient
 from coordination.blocking_rpc import send_request
@@ -38,6 +39,7 @@ from coordination.controller_epoch import ControllerEpochFence
 from coordination.kafka_zk_client import KafkaZkClient
 from coordination.model import BrokerEndPoint, BrokerInfo, SecurityProtocol
 from coordination.producer_id_manager import ProducerIdManager, allocate_producer_id_block
+from coordination.zk_admin_data import DEFAULT_ENTITY
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import ControlledShutdownRequest
@@ -61,6 +63,7 @@ class KafkaServer:
         self._controller_started = False
         self.log_manager: LogManager | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
+        self.replication_quotas: ReplicationQuotas | None = None
 
     # --- startup ------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -112,7 +115,8 @@ class KafkaServer:
         metadata_cache = MetadataCache(broker_id)
         replica_manager = ReplicaManager(broker_id, log_manager, metadata_cache, pool.run_blocking,
                                          config.inter_broker_listener_name)
-        self._start_replication(replica_manager, broker_id)
+        broker_configs = await loop.run_in_executor(None, _broker_entity_configs, zk, broker_id)
+        self._start_replication(replica_manager, broker_id, topic_configs, broker_configs)
         controller = KafkaController(zk, broker_id, ControllerConfig(
             delete_topic_enable=config.delete_topic_enable,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
@@ -144,9 +148,17 @@ class KafkaServer:
         log_manager.start_scheduler()
         log.info("[KafkaServer id=%d] started", broker_id)
 
-    def _start_replication(self, replica_manager: ReplicaManager, broker_id: int) -> None:
-        """Replica fetchers, the AlterPartition sender and the ISR expiration check."""
+    def _start_replication(self, replica_manager: ReplicaManager, broker_id: int,
+                           topic_configs: dict[str, dict[str, str]], broker_configs: dict[str, dict[str, str]]
+                           ) -> None:
+        """Replica fetchers, the AlterPartition sender, the ISR expiration check and the quotas."""
         config = self.config
+        quotas = self.replication_quotas = ReplicationQuotas(broker_id)
+        for topic, props in topic_configs.items():
+            quotas.on_topic_config(topic, props)
+        for entity, props in broker_configs.items():
+            quotas.on_broker_config(entity, props)
+        replica_manager.leader_quota = quotas.leader
         replica_manager.fetcher_manager = ReplicaFetcherManager(FetcherConfig(
             broker_id=broker_id,
             max_wait_ms=config.get("replica.fetch.wait.max.ms"),
@@ -155,7 +167,7 @@ class KafkaServer:
             partition_max_bytes=config.get("replica.fetch.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
-        ), config.get("num.replica.fetchers"), replica_manager.run_blocking)
+        ), config.get("num.replica.fetchers"), replica_manager.run_blocking, quotas.follower)
         alter_partition = AlterPartitionManager(
             broker_id, lambda: replica_manager.broker_epoch, replica_manager.metadata_cache,
             config.inter_broker_listener_name, config.get("controller.socket.timeout.ms") / 1000,
@@ -206,11 +218,13 @@ class KafkaServer:
     def _on_config_change(self, entity_type: str, entity_name: str, config: dict[str, str]) -> None:
         if entity_type == "topics":
             log.info("Processing override for entityPath: topics/%s with config: %s", entity_name, config)
-            assert self.log_manager is not None
+            assert self.log_manager is not None and self.replication_quotas is not None
             self.log_manager.update_topic_config(entity_name, config)
+            self.replication_quotas.on_topic_config(entity_name, config)
         elif entity_type == "brokers":
-            assert self.services is not None
+            assert self.services is not None and self.replication_quotas is not None
             dynamic_broker_config.on_broker_config_change(self.services, entity_name, config)
+            self.replication_quotas.on_broker_config(entity_name, config)
 
     def bound_port(self, listener_name: str = "PLAINTEXT") -> int:
         assert self.socket_server is not None
@@ -289,6 +303,10 @@ class KafkaServer:
                                 timeout)
         remaining = [f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions]
         return Errors(response.error_code), remaining
+
+
+def _broker_entity_configs(zk: KafkaZkClient, broker_id: int) -> dict[str, dict[str, str]]:
+    return {entity: zk.get_entity_config("brokers", entity) for entity in (DEFAULT_ENTITY, str(broker_id))}
 
 
 def _all_topic_configs(zk: KafkaZkClient) -> dict[str, dict[str, str]]:

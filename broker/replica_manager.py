@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
     from broker.replication.alter_partition_manager import AlterPartitionManager
     from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
+    from broker.replication.replication_quota import ReplicationQuotaManager
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ class ReplicaManager:
         # Set by the server once built (they need the running loop); None in tests without replication.
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
+        self.leader_quota: ReplicationQuotaManager | None = None  # throttled replication, leader side
         self._leader_endpoints: dict[int, tuple[str, int]] = {}  # from LeaderAndIsr's live leaders
 
     # --- lookups ----------------------------------------------------------------------------
@@ -327,6 +329,11 @@ class ReplicaManager:
         result = PartitionReadResult(high_watermark=tp_log.high_watermark,
                                      last_stable_offset=tp_log.last_stable_offset,
                                      log_start_offset=tp_log.log_start_offset)
+        quota = self.leader_quota
+        throttled = quota is not None and replica_id >= 0 and replica_id not in partition.isr \
+            and quota.is_throttled(tp)
+        if throttled and quota is not None and quota.is_quota_exceeded():
+            return result  # an out-of-sync replica of a throttled partition waits for the quota
         try:
             info = tp_log.read(spec.fetch_offset, max_bytes, isolation, min_one_message)
         except (KafkaApiError, StorageError) as exc:
@@ -334,6 +341,8 @@ class ReplicaManager:
             return result
         if len(info.records):
             result.records = info.records
+            if throttled and quota is not None:
+                quota.record(len(info.records))
         result.aborted_transactions = info.aborted_transactions
         return result
 

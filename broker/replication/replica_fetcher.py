@@ -9,7 +9,8 @@ Kafka's ReplicaFetcherThread as an asyncio task. Each partition is in one of two
   unchanged, take the leader's high watermark and log start offset.
 
 A partition whose leader answered an error waits ``replica.fetch.backoff.ms`` before it is
-tried again. Response processing holds ``processing``, which the ReplicaManager also takes
+tried again; a throttled partition that is not caught up is left out of fetches while the
+follower replication quota is used up. Response processing holds ``processing``, which the ReplicaManager also takes
 before it hands the partition to someone else (a new leader epoch, leadership, deletion), so
 an append in progress always finishes against the state it was fetched for.
 """
@@ -33,6 +34,7 @@ from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 if TYPE_CHECKING:
     from broker.partition import Partition
+    from broker.replication.replication_quota import ReplicationQuotaManager
     from storage.log import Log
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,7 @@ class PartitionFetchState:
     fetch_offset: int
     state: ReplicaState = ReplicaState.TRUNCATING
     delayed_until: float = 0.0  # event-loop time
+    in_sync: bool = False  # reached the leader's high watermark at the last fetch
 
     @property
     def log(self) -> Log:
@@ -75,12 +78,13 @@ class PartitionFetchState:
 
 class ReplicaFetcher:
     def __init__(self, name: str, leader_id: int, endpoint: tuple[str, int], config: FetcherConfig,
-                 run_blocking: RunBlocking) -> None:
+                 run_blocking: RunBlocking, quota: ReplicationQuotaManager | None = None) -> None:
         self.name = name
         self.leader_id = leader_id
         self.endpoint = endpoint
         self.config = config
         self.run_blocking = run_blocking
+        self.quota = quota
         self.states: dict[TopicPartition, PartitionFetchState] = {}
         self.processing = asyncio.Lock()
         self._wakeup = asyncio.Event()
@@ -219,7 +223,16 @@ class ReplicaFetcher:
             state.fetch_offset = tp_log.log_end_offset
 
     # --- fetching -----------------------------------------------------------------------------
-    async def _fetch(self, fetching: dict[TopicPartition, PartitionFetchState]) -> None:
+    def _throttled(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
+        return self.quota is not None and not state.in_sync and self.quota.is_throttled(tp)
+
+    async def _fetch(self, ready: dict[TopicPartition, PartitionFetchState]) -> None:
+        fetching = ready
+        if self.quota is not None and self.quota.is_quota_exceeded():
+            fetching = {tp: s for tp, s in ready.items() if not self._throttled(tp, s)}
+            if not fetching:
+                await asyncio.sleep(self.quota.window_s)
+                return
         offsets = {tp: s.fetch_offset for tp, s in fetching.items()}
         request = self._fetch_request(fetching)
         response = await self._send(request, ApiKey.FETCH, FETCH_VERSION, list(fetching.values()))
@@ -264,10 +277,14 @@ class ReplicaFetcher:
                               state.fetch_offset, exc)
                     self._back_off([state])
                     return
+                if self._throttled(tp, state):
+                    assert self.quota is not None
+                    self.quota.record(len(records))
             state.fetch_offset = tp_log.log_end_offset
             if data.log_start_offset > tp_log.log_start_offset:
                 await self.run_blocking(tp_log.maybe_increment_log_start_offset, data.log_start_offset)
             tp_log.update_high_watermark(min(data.high_watermark, tp_log.log_end_offset))
+            state.in_sync = tp_log.log_end_offset >= data.high_watermark
         elif error is Errors.OFFSET_OUT_OF_RANGE:
             await self._on_offset_out_of_range(tp, state, data)
         else:

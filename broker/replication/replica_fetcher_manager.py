@@ -14,6 +14,7 @@ from broker.replication.replica_fetcher import FetcherConfig, ReplicaFetcher, Ru
 
 if TYPE_CHECKING:
     from broker.partition import Partition
+    from broker.replication.replication_quota import ReplicationQuotaManager
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +23,10 @@ FetcherKey = tuple[int, tuple[str, int], int]  # leader id, its endpoint, fetche
 
 
 class ReplicaFetcherManager:
-    def __init__(self, config: FetcherConfig, num_fetchers: int, run_blocking: RunBlocking) -> None:
+    def __init__(self, config: FetcherConfig, num_fetchers: int, run_blocking: RunBlocking,
+                 quota: ReplicationQuotaManager | None = None) -> None:
         self.config = config
+        self.quota = quota
         self.num_fetchers = max(1, num_fetchers)
         self.run_blocking = run_blocking
         self.fetchers: dict[FetcherKey, ReplicaFetcher] = {}
@@ -45,7 +48,7 @@ class ReplicaFetcherManager:
                 leader_id, endpoint, fetcher_id = key
                 fetcher = self.fetchers[key] = ReplicaFetcher(
                     f"ReplicaFetcherThread-{fetcher_id}-{leader_id}", leader_id, endpoint, self.config,
-                    self.run_blocking)
+                    self.run_blocking, self.quota)
                 fetcher.start()
             async with fetcher.processing:
                 fetcher.add_partitions(members)
