@@ -37,7 +37,11 @@ class NetworkClient:
         Raises one of ``NETWORK_ERRORS``; the connection is closed in every failure case.
         """
         try:
-            return await asyncio.wait_for(self._exchange(endpoint, body, api_key, version), self.timeout_s)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+            # that lands as the exchange completes (CPython gh-86296), and the owner's shutdown,
+            # which cancels and awaits this task, would then wait forever.
+            async with asyncio.timeout(self.timeout_s):
+                return await self._exchange(endpoint, body, api_key, version)
         except BaseException:
             self.close()
             raise

@@ -136,8 +136,9 @@ class ReplicaFetcher:
             timeout = min((s.delayed_until for s in self.states.values()), default=now + 3600) - now
             self._wakeup.clear()
             try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout):  # not wait_for: see NetworkClient.send
+                    await self._wakeup.wait()
+            except TimeoutError:
                 pass
 
     def _back_off(self, states: list[PartitionFetchState]) -> None:
