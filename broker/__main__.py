@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import logging
 import signal
 import sys
+import threading
+import traceback
 
 from broker.config import KafkaConfig
 from broker.config_defs import ConfigError
@@ -24,12 +27,28 @@ def _configure_logging() -> None:
     logging.getLogger("kazoo").setLevel(logging.WARNING)
 
 
+def _dump_stacks() -> None:
+    """SIGUSR1: log every thread's and every asyncio task's stack, as jstack does for Kafka, to see
+    what a broker that stopped answering is waiting for."""
+    out = io.StringIO()
+    frames = sys._current_frames()
+    for thread in threading.enumerate():
+        frame = frames.get(thread.ident or -1)
+        if frame is not None:
+            out.write(f"\n--- thread {thread.name}\n{''.join(traceback.format_stack(frame))}")
+    for task in asyncio.all_tasks():
+        out.write(f"\n--- task {task.get_name()} {task.get_coro()!r}\n")
+        task.print_stack(file=out)
+    log.warning("Stack dump on SIGUSR1:%s", out.getvalue())
+
+
 async def _run(config: KafkaConfig) -> int:
     server = KafkaServer(config)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, _dump_stacks)
     try:
         await server.startup()
     except Exception as exc:
