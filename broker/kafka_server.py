@@ -221,6 +221,9 @@ class KafkaServer:
             assert self.log_manager is not None and self.replication_quotas is not None
             self.log_manager.update_topic_config(entity_name, config)
             self.replication_quotas.on_topic_config(entity_name, config)
+            if config.get("unclean.leader.election.enable", "").strip().lower() == "true" \
+                    and self.services is not None:
+                self.services.controller.enable_topic_unclean_leader_election(entity_name)
         elif entity_type == "brokers":
             assert self.services is not None and self.replication_quotas is not None
             dynamic_broker_config.on_broker_config_change(self.services, entity_name, config)

@@ -58,6 +58,8 @@ def handlers(controller: KafkaController) -> dict[str, Callable[..., Any]]:
         "log_dir_event_notification": events.active_only(events.log_dir_event_notification),
         "leader_and_isr_response": events.active_only(events.leader_and_isr_response),
         "auto_leader_rebalance": events.active_only(events.auto_leader_rebalance),
+        "topic_unclean_leader_election_enable": events.active_only(
+            lambda topic: controller.partition_sm.trigger_online_partition_state_change(topic)),
         "zk_reassignment": events.active_only(lambda: controller.reassignment.zk_reassignment()),
         "reassignment_isr_change": events.active_only(lambda tp: controller.reassignment.on_isr_change(tp)),
         "alter_partition_reassignments": events.api(lambda targets: controller.reassignment.alter(targets)),

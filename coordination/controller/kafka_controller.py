@@ -405,6 +405,13 @@ class KafkaController:
                 results[topic] = exc
         return results
 
+    def enable_topic_unclean_leader_election(self, topic: str) -> None:
+        """The topic's unclean.leader.election.enable became true: its offline partitions may now
+        elect an out-of-sync replica, without waiting for a broker to come or go (Kafka's
+        TopicUncleanLeaderElectionEnable)."""
+        if self.is_active:
+            self.enqueue("topic_unclean_leader_election_enable", topic)
+
     def elect_leaders(self, partitions: set[TopicPartition] | None, unclean: bool = False) -> Future[Any]:
         """ElectLeaders (preferred, or unclean): Future of {partition: None | error}."""
         return self.enqueue("elect_leaders", partitions, unclean)
