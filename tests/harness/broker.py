@@ -68,6 +68,7 @@ class BrokerProcess:
         self.config_path = self.dir / "server.properties"
         self.overrides = dict(overrides or {})
         self.process: subprocess.Popen[bytes] | None = None
+        self.paused = False
 
     @property
     def bootstrap(self) -> str:
@@ -108,7 +109,7 @@ class BrokerProcess:
             if self.process.poll() is not None:
                 raise BrokerHarnessError(f"broker {self.broker_id} exited with {self.process.returncode}:\n"
                                          f"{self.log_tail()}")
-            if self._answers_api_versions() and self._registered():
+            if self._answers_api_versions() and self._registered() and self._registered_at_our_port():
                 return
             time.sleep(0.05)
         self.kill()
@@ -128,6 +129,18 @@ class BrokerProcess:
         """The broker knows itself as a live broker (its UpdateMetadata from the controller arrived)."""
         return any(b.node_id == self.broker_id for b in self.metadata().brokers)
 
+    def _registered_at_our_port(self) -> bool:
+        """ZooKeeper (our chroot) has this broker at our port: the broker that answered is ours, not
+        another test's that took the port after free_port() chose it (ours then fails to bind)."""
+        from coordination.kafka_zk_client import KafkaZkClient
+
+        zk = KafkaZkClient.connect(self.zk_connect, 10000)
+        try:
+            info = zk.get_broker_info(self.broker_id)
+        finally:
+            zk.close()
+        return info is not None and any(ep.port == self.port for ep in info.endpoints)
+
     def metadata(self, topics: list[str] | None = None) -> Any:
         from protocol.messages import MetadataRequest
 
@@ -136,14 +149,27 @@ class BrokerProcess:
             allow_auto_topic_creation=False)
         return _request("127.0.0.1", self.port, 3, 12, body)
 
-    def request(self, api_key: int, version: int, body: Any) -> Any:
-        return _request("127.0.0.1", self.port, api_key, version, body)
+    def request(self, api_key: int, version: int, body: Any, timeout: float = 5.0) -> Any:
+        return _request("127.0.0.1", self.port, api_key, version, body, timeout)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process freezes (no fetches, no ZooKeeper heartbeats) until ``resume()``."""
+        assert self.process is not None and self.process.poll() is None, f"{self} is not running"
+        self.process.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause()``; a no-op when not paused."""
+        if self.paused and self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+        self.paused = False
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (controlled shutdown) and wait; returns the exit code."""
         process = self.process
         if process is None:
             return None
+        self.resume()  # a stopped process would only handle SIGTERM once continued
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
@@ -156,8 +182,9 @@ class BrokerProcess:
 
     def kill(self) -> None:
         process, self.process = self.process, None
+        self.paused = False
         if process is not None and process.poll() is None:
-            process.kill()
+            process.kill()  # SIGKILL ends a stopped process too
             process.wait(10)
 
     def log_tail(self, lines: int = 60) -> str:
