@@ -18,6 +18,8 @@ from typing import Any
 from broker import handlers
 from broker.admin import dynamic_broker_config
 from broker.config import KafkaConfig
+from broker.coordinator.group.group_coordinator import GroupCoordinator
+from broker.coordinator.group.group_metadata_manager import GroupConfig
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis, RegisteredApiVersionManager
 from broker.metadata_cache import MetadataCache
@@ -135,6 +137,11 @@ class KafkaServer:
             api_version_manager=api_versions,
             fetch_session_cache=FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")),
         )
+        group_coordinator = GroupCoordinator(broker_id, GroupConfig.from_broker_config(config), replica_manager,
+                                             metadata_cache, pool.run_blocking)
+        replica_manager.leadership_listeners.append(group_coordinator.on_leadership_change)
+        self.services.group_coordinator = group_coordinator
+        group_coordinator.startup()
         await self.socket_server.start()
         pool.start()
 
@@ -249,6 +256,8 @@ class KafkaServer:
             self.socket_server.shutdown()
         await self._stop_replication(services.replica_manager)  # before the pool its appends run on
         await services.pool.shutdown()
+        if services.group_coordinator is not None:
+            services.group_coordinator.shutdown()
         services.replica_manager.shutdown()
         if self.config_listener is not None:
             await loop.run_in_executor(None, self.config_listener.close)

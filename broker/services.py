@@ -9,6 +9,7 @@ from broker.fetch_session import FetchSessionCache
 
 if TYPE_CHECKING:
     from broker.config import KafkaConfig
+    from broker.coordinator.group.group_coordinator import GroupCoordinator
     from broker.metadata_cache import MetadataCache
     from broker.network.api_version_manager import ApiVersionManager
     from broker.network.request_channel import RequestChannel
@@ -53,5 +54,7 @@ class BrokerServices:
     fetch_session_cache: FetchSessionCache = field(default_factory=FetchSessionCache)
     # The broker's registration epoch (czxid of its /brokers/ids znode), for controller RPCs.
     broker_epoch: int = -1
+    # The classic group coordinator (set at startup; None until then).
+    group_coordinator: GroupCoordinator | None = None
     # Free-form slots for later issues (group coordinator, ...), by name.
     extras: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""Coordinators hosted by a broker (the classic group coordinator lives in ``group``)."""
