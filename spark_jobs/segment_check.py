@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from protocol.exceptions import CorruptRecordError
-from protocol.records.log_entry import decode_entry_records, read_log_entry, validate_log_entry
+from protocol.records.log_entry import LogEntryHeader, decode_entry_records, read_log_entry, validate_log_entry
 from spark_jobs.layout import SegmentFile
 from storage.errors import StorageError
 from storage.log_files import TIME_INDEX_SUFFIX
@@ -47,6 +47,14 @@ class SegmentReport:
     problems: list[Problem]
 
 
+def _first_offset_of_damaged(header: LogEntryHeader) -> int:
+    """An entry's first offset from its header; a compressed legacy wrapper only knows its last one."""
+    try:
+        return header.base_offset
+    except CorruptRecordError:
+        return header.last_offset
+
+
 def _scan_log(segment: SegmentFile, buf: mmap.mmap | bytes, problems: list[Problem]) -> tuple[dict[int, EntryInfo], int]:
     starts: dict[int, EntryInfo] = {}
     records = 0
@@ -63,6 +71,9 @@ def _scan_log(segment: SegmentFile, buf: mmap.mmap | bytes, problems: list[Probl
                 problems.append(Problem(segment.path, pos, "framing", f"{exc}; the rest of the segment is unreadable"))
                 break
             problems.append(Problem(segment.path, pos, "crc", str(exc)))
+            # The framing holds, so an entry still starts here: index entries pointing at it are sound.
+            starts[pos] = EntryInfo(_first_offset_of_damaged(header), header.last_offset)
+            previous_last = header.last_offset
             pos += header.size
             continue
         try:

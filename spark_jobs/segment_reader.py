@@ -215,7 +215,9 @@ class SplitReader:
         pos = split.start
         while pos < end:
             if _is_torn_tail(buf, pos):
-                if split.is_last_segment and end == len(buf):
+                # Any split of the log's last segment may meet it: the file may have grown since
+                # planning while this entry is still being written.
+                if split.is_last_segment:
                     break
                 self._corrupt(pos, "entry runs past the end of the file")
                 break

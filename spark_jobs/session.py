@@ -1,14 +1,16 @@
 """SparkSession set-up shared by the jobs: local[*] by default, any master on request.
 
 Python workers must import this project's packages (protocol, storage, spark_jobs). In local
-mode started from Python they inherit PYTHONPATH from the driver; under spark-submit or on a
-cluster the packages are zipped and shipped with ``addPyFile``. Spark's console progress bar is the progress display of long runs.
+mode started from Python they inherit PYTHONPATH from the driver and run the driver's own
+interpreter (PYSPARK_PYTHON, unless set), so a virtualenv's pyarrow and codecs are there too;
+under spark-submit or on a cluster the packages are zipped and shipped with ``addPyFile``. Spark's console progress bar is the progress display of long runs.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import sys
 import tempfile
 import zipfile
 from collections.abc import Mapping
@@ -54,6 +56,10 @@ def create_session(
     # Under spark-submit the JVM (and the environment its Python workers get) already exists.
     jvm_started_elsewhere = "PYSPARK_GATEWAY_PORT" in os.environ
     _export_pythonpath()
+    if not jvm_started_elsewhere:
+        # Spark's default worker interpreter is whatever "python3" is on PATH, which need not
+        # be the one running this driver (and holding its packages).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
