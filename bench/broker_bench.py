@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -39,9 +40,22 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     raise RuntimeError(f"{name}: partitions without a leader")
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int) -> float:
+def warm_up(producer: Producer, topic: str) -> None:
+    """Send one message and wait for it, so the client's start-up (connections, metadata, an
+    idempotent producer's producer id: about 500 ms in librdkafka) is not measured."""
+    producer.produce(topic, b"warm-up")
+    if producer.flush(30):
+        raise RuntimeError(f"the warm-up message to {topic} was not delivered within 30 s")
+
+
+def produce(bootstrap: str, topic: str, count: int, size: int,
+            config: Mapping[str, object] | None = None, warm: bool = False) -> float:
+    """Seconds to produce ``count`` values of ``size`` bytes; ``config`` overrides the producer's (acks=1);
+    ``warm``: after a ``warm_up`` message (not counted)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
-                         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000, **(config or {})})
+    if warm:
+        warm_up(producer, topic)
     payload = b"x" * size
     failures = 0
 
@@ -58,10 +72,10 @@ def produce(bootstrap: str, topic: str, count: int, size: int) -> float:
             except BufferError:
                 producer.poll(0.01)
         producer.poll(0)
-    producer.flush(120)
+    undelivered = producer.flush(120)
     elapsed = time.perf_counter() - start
-    if failures:
-        raise RuntimeError(f"{failures} deliveries failed")
+    if failures or undelivered:
+        raise RuntimeError(f"{failures} deliveries failed, {undelivered} not delivered within 120 s")
     return elapsed
 
 
@@ -82,19 +96,35 @@ def consume(bootstrap: str, topic: str, partitions: int, count: int) -> float:
     return elapsed
 
 
-def latency(bootstrap: str, topic: str, count: int, rate: float) -> tuple[float, float]:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+def latency(bootstrap: str, topic: str, count: int, rate: float,
+            config: Mapping[str, object] | None = None, warm: bool = False) -> tuple[float, float]:
+    """p50/p99 ms of ``count`` sends at ``rate``/s; ``config`` overrides the producer's (acks=1, linger 0);
+    ``warm``: after a ``warm_up`` message (not sampled)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0, **(config or {})})
+    if warm:
+        warm_up(producer, topic)
     samples: list[float] = []
+    failures: list[object] = []
     interval = 1.0 / rate
-    for i in range(count):
+    payload = b"x" * 100
+
+    def report(err: object, sent: float) -> None:
+        if err is None:
+            samples.append(time.perf_counter() - sent)
+        else:
+            failures.append(err)
+
+    for _ in range(count):
         sent = time.perf_counter()
-        producer.produce(topic, b"x" * 100,
-                         on_delivery=lambda err, _m, t=sent: samples.append(time.perf_counter() - t))
+        producer.produce(topic, payload, on_delivery=lambda err, _m, t=sent: report(err, t))
         producer.poll(0)
         next_at = sent + interval
         while time.perf_counter() < next_at:
             producer.poll(max(0.0, next_at - time.perf_counter()))
-    producer.flush(30)
+    undelivered = producer.flush(30)
+    if failures or undelivered:
+        raise RuntimeError(f"{len(failures)} deliveries failed (first: {failures[:1]}), "
+                           f"{undelivered} not delivered within 30 s")
     q = statistics.quantiles(samples, n=100)
     return q[49] * 1000, q[98] * 1000
 
