@@ -2,17 +2,27 @@
 
 Run from the repository root:
 
-    python bench/storage_bench.py [--dir DIR] [--size-mb 256] [--recovery-mb 128] [--repeat 3]
+    python bench/storage_bench.py [--dir DIR] [--size-mb 256] [--recovery-mb 128] [--repeat 5]
 
 Appends whole 16 KiB and 1 MiB batches through Log.append_as_leader (CRC check, offset
-assignment, producer-state and index work included) and compares them with plain
-sequential os.pwrite calls of the same buffer, the same count and so the same total bytes
-to a new file on the same disk, interleaved in the same run, each starting after os.sync().
-Both are reported twice: "buffered" stops the clock when the last write returns (the
-page cache: Python overhead per append shows here) and "synced" after the final fsync
-(Log.flush on the log side; the disk's write-back dominates). Ratios compare medians. Reads walk the log with Log.read (whole-batch slices) and then copy the
-bytes out, the fallback path of the network layer. Recovery writes an unflushed log,
-drops it without closing it, and times the reopen that re-validates every batch.
+assignment, producer-state and index work included) and compares them with what a simple
+writer does with the same bytes: sequential os.pwrite calls of the same buffer, the same
+count and so the same total bytes and write sizes, to a new file in the same directory,
+interleaved with the log runs (alternating which goes first), each starting after os.sync().
+Three measures, each a ratio of medians:
+
+- buffered: wall clock until the last write returns (the page cache; Python's fixed cost
+  per append shows here),
+- buffered CPU: the same span in thread CPU time, which other processes on a loaded
+  machine do not inflate,
+- synced: wall clock including the final fsync (Log.flush on the log side; the disk's
+  write-back dominates).
+
+It also prints the CPU cost per write in microseconds on both sides: their difference is the
+log's fixed per-append cost, and the budget it would need to reach 80% of the raw write.
+Reads walk the log with Log.read (whole-batch slices) and then copy the bytes out, the
+fallback path of the network layer. Recovery writes an unflushed log, drops it without
+closing it, and times the reopen that re-validates every batch.
 """
 
 from __future__ import annotations
@@ -50,12 +60,28 @@ def make_batch(size: int) -> bytearray:
 
 
 class WriteResult(NamedTuple):
-    buffered: float  # MB/s until the last write returned (page cache, CPU-bound)
+    buffered: float  # MB/s until the last write returned (page cache)
+    buffered_cpu: float  # MB/s of thread CPU time over the same span
     synced: float  # MB/s including the final fsync (the disk)
+    cpu_us_per_write: float  # thread CPU microseconds per write (or append)
 
 
-def _rates(written: int, start: float, written_at: float, synced_at: float) -> WriteResult:
-    return WriteResult(written / MIB / (written_at - start), written / MIB / (synced_at - start))
+class _Clock:
+    """Wall and thread-CPU time of the write loop, then wall time to the end of the fsync."""
+
+    def __init__(self) -> None:
+        self.start, self.start_cpu = time.perf_counter(), time.thread_time()
+
+    def writes_done(self) -> None:
+        self.written_at, self.written_cpu = time.perf_counter(), time.thread_time()
+
+    def result(self, written: int, count: int) -> WriteResult:
+        synced_at = time.perf_counter()
+        cpu = self.written_cpu - self.start_cpu
+        return WriteResult(
+            written / MIB / (self.written_at - self.start), written / MIB / cpu,
+            written / MIB / (synced_at - self.start), cpu / count * 1e6,
+        )
 
 
 def raw_write(directory: str, data: bytearray, count: int) -> WriteResult:
@@ -63,30 +89,29 @@ def raw_write(directory: str, data: bytearray, count: int) -> WriteResult:
     path = os.path.join(directory, "raw.log")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     os.sync()  # start from a clean page cache, as the log runs do
-    start = time.perf_counter()
+    clock = _Clock()
     position = 0
     for _ in range(count):
         position += os.pwrite(fd, data, position)
-    written_at = time.perf_counter()
+    clock.writes_done()
     os.fsync(fd)
-    synced_at = time.perf_counter()
+    result = clock.result(position, count)
     os.close(fd)
     os.remove(path)
-    return _rates(position, start, written_at, synced_at)
+    return result
 
 
 def log_append(directory: str, batch: bytearray, count: int) -> tuple[WriteResult, Log]:
     """``count`` appends of ``batch`` through Log.append_as_leader, then Log.flush (one fsync per file)."""
     log = Log(os.path.join(directory, f"bench-{len(batch)}-0"), LogConfig())
     os.sync()
-    start = time.perf_counter()
+    clock = _Clock()
     for _ in range(count):
         batch[0:8] = ZERO_OFFSET  # the buffer is reused: producers send base offset 0
         log.append_as_leader(batch, leader_epoch=0)
-    written_at = time.perf_counter()
+    clock.writes_done()
     log.flush()
-    synced_at = time.perf_counter()
-    return _rates(count * len(batch), start, written_at, synced_at), log
+    return clock.result(count * len(batch), count), log
 
 
 def log_read(log: Log, batch: bytearray, fetch_bytes: int) -> tuple[float, float]:
@@ -134,14 +159,20 @@ def fmt(values: list[float]) -> str:
 
 def summary(label: str, raws: list[WriteResult], appends: list[WriteResult]) -> str:
     lines = []
-    for kind in ("buffered", "synced"):
+    for kind in ("buffered", "buffered_cpu", "synced"):
         raw = statistics.median(getattr(r, kind) for r in raws)
         appended = statistics.median(getattr(a, kind) for a in appends)
         lines.append(
-            f"{label:>6} batches, {kind:8}: append {appended:8.1f} MB/s | raw {raw:8.1f} MB/s | "
+            f"{label:>6} batches, {kind:12}: append {appended:8.1f} MB/s | raw {raw:8.1f} MB/s | "
             f"ratio {appended / raw:6.1%}   [raw {fmt([getattr(r, kind) for r in raws])}; "
             f"append {fmt([getattr(a, kind) for a in appends])}]"
         )
+    raw_us = statistics.median(r.cpu_us_per_write for r in raws)
+    append_us = statistics.median(a.cpu_us_per_write for a in appends)
+    lines.append(
+        f"{label:>6} batches, CPU per write: raw pwrite {raw_us:.1f} us, log append {append_us:.1f} us "
+        f"=> fixed cost per append {append_us - raw_us:.1f} us (80% of raw allows {raw_us / 4:.1f} us)"
+    )
     return "\n".join(lines)
 
 
@@ -150,7 +181,7 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="directory on the disk to test (default: a temp dir)")
     parser.add_argument("--size-mb", type=int, default=256, help="MiB written per append test")
     parser.add_argument("--recovery-mb", type=int, default=128, help="MiB of unflushed log to recover")
-    parser.add_argument("--repeat", type=int, default=3, help="interleaved runs per batch size")
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved runs per batch size")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # recovery logs each rebuilt index at WARNING
     base = tempfile.mkdtemp(prefix="storage-bench-", dir=args.dir)

@@ -34,13 +34,14 @@ from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_segment import LogSegment, now_ms
 from storage.log_segments import LogSegments
 from storage.log_validator import (
+    Batches,
     LogAppendInfo,
     analyze_and_validate_records,
     analyze_producer_state,
     assign_offsets_and_epoch,
     check_follower_offsets,
 )
-from storage.producer_state import AppendOrigin, ProducerStateManager
+from storage.producer_state import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -201,8 +202,10 @@ class Log:
         self, records: Buffer, origin: AppendOrigin, leader_epoch: int, assign_offsets: bool, now: int | None,
         check_crc: bool,
     ) -> LogAppendInfo:
+        # The hot path: everything below is per batch (most appends carry one) or per append.
+        config = self.config
         batches = analyze_and_validate_records(
-            records, self.topic_partition, self.config.max_message_bytes, origin, assign_offsets, check_crc
+            records, self.topic_partition, config.max_message_bytes, origin, assign_offsets, check_crc
         )
         current = now_ms() if now is None else now
         size = len(records)
@@ -210,64 +213,77 @@ class Log:
             if not batches:
                 return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0, 0)
             if assign_offsets:
-                append_time = current if self.config.log_append_time else NO_TIMESTAMP
-                assign_offsets_and_epoch(records, batches, self._next_offset, leader_epoch, append_time)
+                append_time = current if config.log_append_time else NO_TIMESTAMP
+                next_offset = assign_offsets_and_epoch(records, batches, self._next_offset, leader_epoch, append_time)
             else:
                 append_time = NO_TIMESTAMP
-                check_follower_offsets(batches, self._next_offset, self.topic_partition)
-            first, last = batches[0][1], batches[-1][1]
+                next_offset = check_follower_offsets(batches, self._next_offset, self.topic_partition)
+            first = batches[0][1]
             first_offset = first.base_offset if first.magic >= 2 else first.last_offset
-            last_offset = last.last_offset
-            max_ts, max_ts_offset, num_records = NO_TIMESTAMP, -1, 0
+            last_offset = next_offset - 1
+            max_ts, max_ts_offset, num_records, has_producer_ids = NO_TIMESTAMP, -1, 0, False
             for _, header in batches:
                 num_records += header.record_count
                 if header.max_timestamp > max_ts:
                     max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-            if size > self.config.segment_bytes:
+                if header.producer_id >= 0:
+                    has_producer_ids = True
+            if size > config.segment_bytes:
                 raise RecordBatchTooLargeError(
                     f"message batch size is {size} bytes in append to {self.topic_partition}, "
-                    f"which exceeds the maximum configured segment size of {self.config.segment_bytes}"
+                    f"which exceeds the maximum configured segment size of {config.segment_bytes}"
                 )
-            updated, completed, duplicate = analyze_producer_state(self.producers, records, batches, origin)
-            if duplicate is not None:
-                return LogAppendInfo(
-                    duplicate.first_offset, duplicate.last_offset, max_ts, max_ts_offset, duplicate.timestamp,
-                    self._log_start_offset, size, len(batches), num_records, duplicate=True,
-                )
-            segment = self._maybe_roll(size, max_ts, last_offset, first_offset, current)
-            segment.append(last_offset, max_ts, records, batches)
-            self._next_offset = next_offset = last_offset + 1
-            epochs = self.leader_epoch_cache
-            for _, header in batches:
-                if header.magic >= 2 and header.partition_leader_epoch >= 0:
-                    epochs.assign(header.partition_leader_epoch, header.base_offset)
             producers = self.producers
+            updated: dict[int, ProducerAppendInfo] = {}
+            completed: list[CompletedTxn] = []
+            if has_producer_ids:  # batches without a producer id leave producer state alone
+                updated, completed, duplicate = analyze_producer_state(producers, records, batches, origin)
+                if duplicate is not None:
+                    return LogAppendInfo(
+                        duplicate.first_offset, duplicate.last_offset, max_ts, max_ts_offset, duplicate.timestamp,
+                        self._log_start_offset, size, len(batches), num_records, duplicate=True,
+                    )
+            segment = self.segments.active
+            if segment.should_roll(config.segment_bytes, config.segment_ms, size, max_ts, last_offset, current):
+                segment = self._roll_for_append(segment, first_offset)
+            segment.append(last_offset, max_ts, records, batches)
+            self._next_offset = next_offset
+            if assign_offsets:  # one epoch for every batch: only the first can start it
+                if leader_epoch >= 0:
+                    self.leader_epoch_cache.assign(leader_epoch, first_offset)
+            else:
+                self._assign_epoch_start_offsets(batches)
             for info in updated.values():
                 producers.update(info)
             for txn in completed:
                 segment.update_txn_index(txn, producers.last_stable_offset(txn))
                 producers.complete_txn(txn)
-            producers.update_map_end_offset(next_offset)
-            if next_offset - self._recovery_point >= self.config.flush_messages:
+            producers.map_end_offset = next_offset
+            if next_offset - self._recovery_point >= config.flush_messages:
                 self.flush()
             return LogAppendInfo(
                 first_offset, last_offset, max_ts, max_ts_offset, append_time, self._log_start_offset,
                 size, len(batches), num_records, completed_txns=completed,
             )
 
+    def _assign_epoch_start_offsets(self, batches: Batches) -> None:
+        """Record each leader epoch a follower append's batches start (magic 0/1 have none)."""
+        epochs = self.leader_epoch_cache
+        previous = None
+        for _, header in batches:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch != previous:  # a repeated epoch would be a no-op
+                epochs.assign(epoch, header.base_offset)
+                previous = epoch
+
     # --- rolling and flushing ---------------------------------------------------------------
-    def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, first_offset: int, now: int) -> LogSegment:
-        segment = self.segments.active
-        if segment.should_roll(
-            self.config.segment_bytes, self.config.segment_ms, messages_size, max_timestamp, max_offset, now
-        ):
-            log.info(
-                "rolling new segment of %s at offset %d (size %d, offset index full %s, time index full %s)",
-                self.topic_partition, max(first_offset, self._next_offset), segment.size,
-                segment.offset_index.is_full(), segment.time_index.is_full(),
-            )
-            return self.roll(first_offset)
-        return segment
+    def _roll_for_append(self, segment: LogSegment, first_offset: int) -> LogSegment:
+        log.info(
+            "rolling new segment of %s at offset %d (size %d, offset index full %s, time index full %s)",
+            self.topic_partition, max(first_offset, self._next_offset), segment.size,
+            segment.offset_index.is_full(), segment.time_index.is_full(),
+        )
+        return self.roll(first_offset)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment; the old one gets its final index entries, a snapshot and an fsync."""

@@ -125,14 +125,17 @@ class LogSegment:
     ) -> None:
         """Write ``buf`` (already offset-assigned) and index its batches, given as (position in
         ``buf``, header) pairs parsed by the caller."""
-        if not len(buf):
+        size = len(buf)
+        if not size:
             return
-        start = len(self.log)
+        log_file = self.log
+        start = len(log_file)
         if start == 0:
             self.rolling_based_timestamp = largest_timestamp
-        self._ensure_offset_in_range(largest_offset)
-        self.log.append(buf)
-        self._mark_verified(start, start + len(buf))
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
+            self._ensure_offset_in_range(largest_offset)  # raises
+        log_file.append(buf)
+        self._mark_verified(start, start + size)
         index_batch = self._index_batch
         for position, header in batches:
             index_batch(header, start + position)
@@ -142,13 +145,14 @@ class LogSegment:
         max_ts = self._max_ts or self.max_timestamp_so_far
         if header.max_timestamp > max_ts.timestamp:
             max_ts = self._max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
-        size = header.size
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(header.last_offset, position)
-            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
-            self.bytes_since_last_index_entry = size
+            time_index = self.time_index
+            if max_ts != time_index.last_entry or time_index.is_full():  # else maybe_append is a no-op
+                time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+            self.bytes_since_last_index_entry = header.size
         else:
-            self.bytes_since_last_index_entry += size
+            self.bytes_since_last_index_entry += header.size
 
     def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
         if completed.is_aborted:

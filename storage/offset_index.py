@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from storage.abstract_index import AbstractIndex
+from storage.abstract_index import INT32_MAX, AbstractIndex
 from storage.errors import CorruptIndexError, InvalidOffsetError
 
 _ENTRY = struct.Struct(">ii")
@@ -41,14 +41,17 @@ class OffsetIndex(AbstractIndex):
     def append(self, offset: int, position: int) -> None:
         with self._lock:
             entries = self.entries
-            if self.is_full():
+            if entries >= self.max_entries:  # is_full(), inlined: every large batch appends an entry
                 raise InvalidOffsetError(f"attempt to append to a full index {self.path} ({entries} entries)")
             if entries and offset <= self.last_offset:
                 raise InvalidOffsetError(
                     f"attempt to append offset {offset} at position {entries} no larger than "
                     f"the last offset appended ({self.last_offset}) to {self.path}"
                 )
-            _PACK_ENTRY(self._mmap, entries * 8, self.relative_offset(offset), position)
+            relative = offset - self.base_offset
+            if relative < 0 or relative > INT32_MAX:
+                self.relative_offset(offset)  # raises IndexOffsetOverflowError
+            _PACK_ENTRY(self._mmap, entries * 8, relative, position)
             self.entries = entries + 1
             self.last_offset = offset
 

@@ -1,0 +1,60 @@
+"""The append hot path's shortcuts give the results of the full per-batch work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from protocol.records.batch import set_base_offset, set_partition_leader_epoch
+from storage_test_helpers import batch, config, offsets_in, open_log, read_all
+
+
+def _stamped(buf: bytearray, base_offset: int, epoch: int) -> bytearray:
+    """A batch as a leader wrote it: offset and epoch lie outside the CRC."""
+    set_base_offset(buf, 0, base_offset)
+    set_partition_leader_epoch(buf, 0, epoch)
+    return buf
+
+
+def test_follower_append_records_every_epoch_its_batches_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    fetched = (
+        _stamped(batch(2), 0, 1) + _stamped(batch(1), 2, 1) + _stamped(batch(3), 3, 3) + _stamped(batch(1), 6, 5)
+    )
+    info = log.append_as_follower(fetched)
+    assert (info.first_offset, info.last_offset, info.num_batches, info.num_records) == (0, 6, 4, 7)
+    assert log.leader_epoch_cache.epoch_entries() == [(1, 0), (3, 3), (5, 6)]
+    assert log.end_offset_for_epoch(3) == (3, 6)
+    assert log.log_end_offset == 7
+
+
+def test_leader_append_of_several_batches_records_its_epoch_once(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(batch(2), leader_epoch=-1)  # no epoch: nothing recorded
+    assert log.leader_epoch_cache.epoch_entries() == []
+    info = log.append_as_leader(batch(1) + batch(2) + batch(3), leader_epoch=7)
+    assert (info.first_offset, info.last_offset, info.num_batches) == (2, 7, 3)
+    assert log.leader_epoch_cache.epoch_entries() == [(7, 2)]
+
+
+def test_plain_batches_leave_producer_state_alone_next_to_idempotent_ones(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(batch(2), leader_epoch=0)
+    assert log.producers.producers == {} and log.producers.map_end_offset == 2
+    mixed = batch(1) + batch(2, producer_id=9, producer_epoch=0, base_sequence=0)
+    log.append_as_leader(mixed, leader_epoch=0)
+    entry = log.producers.last_entry(9)
+    assert entry is not None and (entry.last_seq, entry.last_data_offset) == (1, 4)
+    assert log.producers.map_end_offset == log.log_end_offset == 5
+
+
+def test_index_entries_follow_index_interval_bytes_with_a_repeated_timestamp(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", config(index_interval_bytes=1000))
+    for _ in range(6):
+        log.append_as_leader(batch(2, value_size=600, timestamp=5_000), leader_epoch=0)
+    segment = log.active_segment
+    # an entry for every batch after the first (each passes the interval); one time entry
+    # (the timestamp never grows), and reads through the sparse index still find every batch
+    assert segment.offset_index.entries == 5
+    assert [segment.offset_index.entry(i).offset for i in range(5)] == [3, 5, 7, 9, 11]
+    assert segment.time_index.entries == 1 and segment.time_index.last_entry == (5_001, 1)
+    assert offsets_in(read_all(log)) == list(range(12))
