@@ -1,11 +1,15 @@
 """Records/s and MB/s reading Kafka segments directly with Spark (kafka-log source, local[2]).
 
-Without --bootstrap it writes a topic's segments itself (through storage.log.Log) and reads
-them. With --bootstrap and --log-dirs it reads one topic both ways in the same run: directly
-from the broker's log dirs, and through the broker with a confluent-kafka consumer, so the two
-numbers are comparable (goal: the direct read is faster).
+Without --bootstrap or --broker it writes a topic's segments itself (through storage.log.Log)
+and reads them. With --broker it starts a ZooKeeper and a broker (tests/harness), produces
+--records values of --value-size bytes through the broker with confluent-kafka, then reads
+them both ways in the same run. With --bootstrap and --log-dirs it does the same on a broker
+already running. Both ways: directly from the broker's log dirs (count plus a sum over the
+values), and through the broker with a confluent-kafka consumer (assign(), from the
+beginning), so the two numbers are comparable (goal: the direct read is faster).
 
     python bench/spark_bench.py [--records N] [--codec lz4] [--master local[2]]
+    python bench/spark_bench.py --broker [--records N] [--partitions P]
     python bench/spark_bench.py --bootstrap localhost:9092 --log-dirs /var/kafka-logs --topic T
 
 Numbers are for comparison on one machine; nothing asserts them.
@@ -20,7 +24,8 @@ import shlex
 import sys
 import tempfile
 import time
-import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,6 +36,9 @@ from protocol.records.compression import CompressionType  # noqa: E402
 from spark_jobs.session import create_session  # noqa: E402
 from storage.log import Log  # noqa: E402
 from storage.log_config import LogConfig  # noqa: E402
+from bench.broker_bench import create_topic, produce  # noqa: E402
+from tests.harness.broker import BrokerProcess  # noqa: E402
+from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 
 WORDS = [b"order", b"invoice", b"customer", b"amount", b"status", b"shipped", b"EUR", b"42", b"true", b"null"]
 
@@ -67,14 +75,37 @@ def read_direct(spark, log_dirs: list[str], topic: str, max_split_bytes: int) ->
     return row["n"], row["b"] or 0, time.perf_counter() - start
 
 
-def read_through_broker(bootstrap: str, topic: str, expected: int) -> tuple[int, int, float]:
-    from confluent_kafka import Consumer
+@contextmanager
+def broker_with_topic(scratch: str, topic: str, partitions: int, records: int, value_size: int, codec: str,
+                      segment_bytes: int) -> Iterator[tuple[str, list[str]]]:
+    """A ZooKeeper and a broker holding ``records`` values produced by confluent-kafka: (bootstrap, log dirs)."""
+    zookeeper = ZooKeeperServer(Path(scratch) / "zookeeper")
+    zookeeper.start()
+    broker = BrokerProcess(zookeeper.connect_string, 0, scratch, {"log.segment.bytes": str(segment_bytes)})
+    try:
+        broker.start()
+        create_topic(broker.bootstrap, topic, partitions)
+        config = {} if codec == "none" else {"compression.type": codec}
+        seconds = produce(broker.bootstrap, topic, records, value_size, config)
+        print(f"produced {records} x {value_size} B through the broker in {seconds:.1f} s "
+              f"({records / seconds:,.0f} records/s)")
+        yield broker.bootstrap, [str(broker.log_dir)]
+    finally:
+        broker.stop()
+        zookeeper.close()
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"spark-bench-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
+
+def read_through_broker(bootstrap: str, topic: str, expected: int) -> tuple[int, int, float]:
+    """(records, key+value bytes, seconds) of reading every partition from its start with assign()."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    # assign() needs no group coordinator; group.id is only required by the client's config check
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52_428_800})
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     count = size = 0
     start = time.perf_counter()
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(partitions)])
     idle_since = time.perf_counter()
     while count < expected and time.perf_counter() - idle_since < 10:
         for message in consumer.consume(10_000, timeout=1.0):
@@ -89,28 +120,46 @@ def read_through_broker(bootstrap: str, topic: str, expected: int) -> tuple[int,
 
 
 def report(label: str, records: int, payload: int, disk: int, seconds: float) -> None:
-    print(f"{label:<28} {records:>10} records {seconds:8.2f} s {records / seconds:>12,.0f} records/s "
+    print(f"{label:<32} {records:>10} records {seconds:8.2f} s {records / seconds:>12,.0f} records/s "
           f"{payload / seconds / 1e6:8.1f} MB/s payload {disk / seconds / 1e6:8.1f} MB/s on disk")
+
+
+def best_of(label: str, runs: int, disk: int, read: Callable[[], tuple[int, int, float]]) -> tuple[int, int, float]:
+    """Each run's numbers and the fastest run's."""
+    results = []
+    for run in range(runs):
+        results.append(read())
+        report(f"{label} run {run + 1}", *results[-1][:2], disk, results[-1][2])
+    best = min(results, key=lambda r: r[2])
+    report(f"{label} best", best[0], best[1], disk, best[2])
+    return best
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--value-size", type=int, default=100)
-    parser.add_argument("--batch-records", type=int, default=500)
+    parser.add_argument("--batch-records", type=int, default=500, help="records per batch (without a broker)")
     parser.add_argument("--codec", choices=[c.name.lower() for c in CompressionType], default="none")
     parser.add_argument("--segment-bytes", type=int, default=64 * 1024 * 1024)
     parser.add_argument("--max-split-bytes", type=int, default=32 * 1024 * 1024)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--broker", action="store_true",
+                        help="start ZooKeeper and a broker, produce --records through it, read them both ways")
+    parser.add_argument("--partitions", type=int, default=1, help="partitions of --topic (with --broker)")
     parser.add_argument("--bootstrap", help="also read --topic through this broker with confluent-kafka")
     parser.add_argument("--log-dirs", nargs="+", help="the broker's log dirs (with --bootstrap)")
     parser.add_argument("--topic", default="bench")
     args = parser.parse_args()
     print("command:", shlex.join([sys.executable, *sys.argv]))
 
-    with tempfile.TemporaryDirectory(prefix="spark-bench-") as scratch:
-        if args.log_dirs:
+    with tempfile.TemporaryDirectory(prefix="spark-bench-") as scratch, ExitStack() as stack:
+        bootstrap = args.bootstrap
+        if args.broker:
+            bootstrap, log_dirs = stack.enter_context(broker_with_topic(
+                scratch, args.topic, args.partitions, args.records, args.value_size, args.codec, args.segment_bytes))
+        elif args.log_dirs:
             log_dirs = args.log_dirs
         else:
             log_dirs = [os.path.join(scratch, "kafka-logs")]
@@ -124,17 +173,17 @@ def main() -> None:
         }, progress=False)
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            runs = []
-            for run in range(args.runs):
-                runs.append(read_direct(spark, log_dirs, args.topic, args.max_split_bytes))
-                report(f"direct {args.master} run {run + 1}", runs[-1][0], runs[-1][1], disk, runs[-1][2])
-            best = min(runs, key=lambda r: r[2])
-            report(f"direct {args.master} best", best[0], best[1], disk, best[2])
+            direct = best_of(f"direct {args.master}", args.runs, disk,
+                             lambda: read_direct(spark, log_dirs, args.topic, args.max_split_bytes))
         finally:
             spark.stop()
-        if args.bootstrap:
-            count, size, seconds = read_through_broker(args.bootstrap, args.topic, best[0])
-            report("confluent-kafka consumer", count, size, disk, seconds)
+        if bootstrap:
+            consumed = best_of("confluent-kafka consumer", args.runs, disk,
+                               lambda: read_through_broker(bootstrap, args.topic, direct[0]))
+            if consumed[:2] != direct[:2]:
+                raise SystemExit(f"the two reads disagree: direct {direct[:2]}, consumer {consumed[:2]} "
+                                 "(records, bytes)")
+            print(f"direct read / consumer: {consumed[2] / direct[2]:.2f}x the records/s")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ confluent-kafka (every compression.type, keys, headers, tombstones, an idempoten
 LogAppendTime topic) and kafka-python (record batches, and message sets of magic 1 and 0 that
 the broker up-converts), and stops the broker; the kafka-log source, topic_stats, export and
 verify then run on its log dir. One more test reads the log dir of a broker still being written.
-consumer_offsets is not covered here: it needs the group coordinator (issue 7).
+consumer_offsets on offsets committed through the broker is in
+test_spark_consumer_offsets_on_broker_data.py.
 """
 from __future__ import annotations
 
