@@ -56,9 +56,11 @@ def create_session(
     # Under spark-submit the JVM (and the environment its Python workers get) already exists.
     jvm_started_elsewhere = "PYSPARK_GATEWAY_PORT" in os.environ
     _export_pythonpath()
-    if not jvm_started_elsewhere:
+    chosen_master = master or (conf or {}).get("spark.master") or DEFAULT_MASTER
+    if not jvm_started_elsewhere and chosen_master.startswith("local"):
         # Spark's default worker interpreter is whatever "python3" is on PATH, which need not
-        # be the one running this driver (and holding its packages).
+        # be the one running this driver (and holding its packages). A cluster's workers keep
+        # Spark's default: the driver's path may not exist there.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:

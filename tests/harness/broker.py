@@ -6,7 +6,6 @@ Output goes to ``broker.log`` in the broker's directory (``log_tail()`` for fail
 """
 from __future__ import annotations
 
-import ctypes
 import signal
 import subprocess
 import sys
@@ -16,14 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.harness.ports import free_port
+from tests.harness.processes import die_with_parent
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_PR_SET_PDEATHSIG = 1
-
-try:
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):
-    _prctl = None
 
 # Quick to start and stop in tests; everything else is Kafka's default.
 TEST_DEFAULTS: dict[str, str] = {
@@ -36,11 +30,6 @@ TEST_DEFAULTS: dict[str, str] = {
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
 }
-
-
-def _die_with_parent() -> None:
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class BrokerHarnessError(RuntimeError):
@@ -102,7 +91,7 @@ class BrokerProcess:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "broker", str(self.config_path)],
                 cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

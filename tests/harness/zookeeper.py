@@ -6,7 +6,6 @@ servers can run side by side (one per test, pytest-xdist workers included).
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -17,24 +16,12 @@ import time
 from pathlib import Path
 
 from tests.harness.ports import free_port
+from tests.harness.processes import die_with_parent
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_BINDING_JAR = Path("/usr/share/java/slf4j-simple.jar")
 TICK_TIME_MS = 100
 MIN_SESSION_TIMEOUT_MS = 2 * TICK_TIME_MS
-
-_PR_SET_PDEATHSIG = 1
-try:
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux: fixtures still stop the server on every normal exit
-    _prctl = None
-
-
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec (so: no imports, no locks): ask Linux to SIGTERM
-    it when the test process dies, so a killed pytest run never leaves ZooKeeper servers behind."""
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class ZooKeeperHarnessError(RuntimeError):
@@ -143,7 +130,7 @@ class ZooKeeperServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         finally:
             log.close()
