@@ -19,7 +19,9 @@ Three measures, each a ratio of medians:
   write-back dominates).
 
 It also prints the CPU cost per write in microseconds on both sides: their difference is the
-log's fixed per-append cost, and the budget it would need to reach 80% of the raw write.
+log's fixed per-append cost, and the budget it would need to reach 80% of the raw write. Next to
+them, the floor: the CPU cost of a bare loop doing only what a validating append cannot skip
+(CRC check, offset patch, pwrite, index entry), the bound for any Python log at that size.
 Reads walk the log with Log.read (whole-batch slices) and then copy the bytes out, the
 fallback path of the network layer. Recovery writes an unflushed log, drops it without
 closing it, and times the reopen that re-validates every batch.
@@ -29,10 +31,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import mmap
 import os
 import shlex
 import shutil
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -41,6 +45,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from protocol.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, LAST_OFFSET_DELTA_OFFSET  # noqa: E402
 from protocol.records.builder import RecordBatchBuilder  # noqa: E402
 from storage.log import FetchIsolation, Log  # noqa: E402
 from storage.log_config import LogConfig  # noqa: E402
@@ -114,6 +119,44 @@ def log_append(directory: str, batch: bytearray, count: int) -> tuple[WriteResul
     return clock.result(count * len(batch), count), log
 
 
+_CRC = struct.Struct(">I")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
+_INDEX_ENTRY = struct.Struct(">ii")
+
+
+def floor_cpu_us(directory: str, batch: bytearray, count: int) -> float:
+    """Thread-CPU us per write of the least any Python append that validates must do: read the
+    CRC and lastOffsetDelta, check the CRC, patch offset and epoch, pwrite, write an index entry.
+    No lock, roll check, producer state or result object: a bound, not an implementation."""
+    path = os.path.join(directory, "floor.log")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    index_fd = os.open(path + ".index", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.ftruncate(index_fd, 8 * count)
+    index = mmap.mmap(index_fd, 8 * count)
+    view = memoryview(batch)
+    from crc32c import crc32c
+
+    os.sync()
+    start = time.thread_time()
+    position = offset = 0
+    for slot in range(count):
+        if crc32c(view[ATTRIBUTES_OFFSET:]) != _CRC.unpack_from(batch, CRC_OFFSET)[0]:
+            raise ValueError("CRC mismatch")
+        _OFFSET_LENGTH_EPOCH.pack_into(batch, 0, offset, len(batch) - 12, 0)
+        written = os.pwrite(fd, batch, position)
+        _INDEX_ENTRY.pack_into(index, slot * 8, offset, position)
+        offset += _LAST_OFFSET_DELTA.unpack_from(batch, LAST_OFFSET_DELTA_OFFSET)[0] + 1
+        position += written
+    cpu = time.thread_time() - start
+    view.release()
+    index.close()
+    for handle, name in ((fd, path), (index_fd, path + ".index")):
+        os.close(handle)
+        os.remove(name)
+    return cpu / count * 1e6
+
+
 def log_read(log: Log, batch: bytearray, fetch_bytes: int) -> tuple[float, float]:
     """(MB/s building zero-copy slices only, MB/s including copying the bytes out)."""
     log.update_high_watermark(log.log_end_offset)
@@ -157,7 +200,7 @@ def fmt(values: list[float]) -> str:
     return "/".join(f"{v:.0f}" for v in values)
 
 
-def summary(label: str, raws: list[WriteResult], appends: list[WriteResult]) -> str:
+def summary(label: str, raws: list[WriteResult], appends: list[WriteResult], floors: list[float]) -> str:
     lines = []
     for kind in ("buffered", "buffered_cpu", "synced"):
         raw = statistics.median(getattr(r, kind) for r in raws)
@@ -169,9 +212,11 @@ def summary(label: str, raws: list[WriteResult], appends: list[WriteResult]) -> 
         )
     raw_us = statistics.median(r.cpu_us_per_write for r in raws)
     append_us = statistics.median(a.cpu_us_per_write for a in appends)
+    floor_us = statistics.median(floors)
     lines.append(
         f"{label:>6} batches, CPU per write: raw pwrite {raw_us:.1f} us, log append {append_us:.1f} us "
-        f"=> fixed cost per append {append_us - raw_us:.1f} us (80% of raw allows {raw_us / 4:.1f} us)"
+        f"=> fixed cost per append {append_us - raw_us:.1f} us (80% of raw allows {raw_us / 4:.1f} us); "
+        f"floor of a validating Python append {floor_us:.1f} us = {raw_us / floor_us:.1%} of raw"
     )
     return "\n".join(lines)
 
@@ -192,7 +237,7 @@ def main() -> None:
         for size, label in ((16 * 1024, "16 KiB"), (MIB, "1 MiB")):
             batch = make_batch(size)
             count = -(-total // len(batch))  # the same bytes and write sizes for both sides
-            raws, appends, reads = [], [], []
+            raws, appends, reads, floors = [], [], [], []
             for i in range(args.repeat):  # interleaved, alternating which goes first
                 for side in ("raw", "log") if i % 2 == 0 else ("log", "raw"):
                     if side == "raw":
@@ -202,7 +247,8 @@ def main() -> None:
                         appends.append(appended)
                         reads.append(log_read(log, batch, MIB))
                         log.delete()
-            print(summary(label, raws, appends))
+                floors.append(floor_cpu_us(base, batch, count))
+            print(summary(label, raws, appends, floors))
             zero_copy = statistics.median(r[0] for r in reads)
             copied = statistics.median(r[1] for r in reads)
             print(f"{label:>6} batches, read: {zero_copy:8.1f} MB/s (slices) {copied:8.1f} MB/s (copied)")

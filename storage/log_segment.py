@@ -135,7 +135,11 @@ class LogSegment:
         if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             self._ensure_offset_in_range(largest_offset)  # raises
         log_file.append(buf)
-        self._mark_verified(start, start + size)
+        verified = self._verified
+        if verified and verified[-1][1] == start:  # appends grow the last verified range
+            verified[-1] = (verified[-1][0], start + size)
+        else:
+            self._mark_verified(start, start + size)
         index_batch = self._index_batch
         for position, header in batches:
             index_batch(header, start + position)
@@ -148,7 +152,8 @@ class LogSegment:
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(header.last_offset, position)
             time_index = self.time_index
-            if max_ts != time_index.last_entry or time_index.is_full():  # else maybe_append is a no-op
+            # maybe_append adds nothing unless the max timestamp grew (and raises when full)
+            if max_ts.timestamp > time_index.last_entry.timestamp or time_index.is_full():
                 time_index.maybe_append(max_ts.timestamp, max_ts.offset)
             self.bytes_since_last_index_entry = header.size
         else:
@@ -332,14 +337,21 @@ class LogSegment:
         self, max_segment_bytes: int, max_segment_ms: int, messages_size: int,
         max_timestamp_in_messages: int, max_offset_in_messages: int, now: int,
     ) -> bool:
+        # Kafka's conditions, cheapest first; this runs on every append.
         size = len(self.log)
-        return (
-            size > max_segment_bytes - messages_size
-            or (size > 0 and self.time_waited_for_roll(now, max_timestamp_in_messages) > max_segment_ms - self.rolling_jitter_ms)
-            or self.offset_index.entries >= self.offset_index.max_entries
-            or self.time_index.is_full()
-            or not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX
-        )
+        if size > max_segment_bytes - messages_size:
+            return True
+        offset_index, time_index = self.offset_index, self.time_index
+        if offset_index.entries >= offset_index.max_entries or time_index.entries >= time_index.max_entries - 1:
+            return True  # an index is full (TimeIndex.is_full keeps one slot for the roll's final entry)
+        if not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX:
+            return True
+        if size == 0:
+            return False
+        based = self.rolling_based_timestamp
+        waited = max_timestamp_in_messages - based if based is not None and based >= 0 \
+            else self.time_waited_for_roll(now, max_timestamp_in_messages)
+        return waited > max_segment_ms - self.rolling_jitter_ms
 
     def on_become_inactive_segment(self) -> None:
         """Force a final time-index entry and trim the preallocated files."""

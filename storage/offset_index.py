@@ -39,21 +39,23 @@ class OffsetIndex(AbstractIndex):
             return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
 
     def append(self, offset: int, position: int) -> None:
-        with self._lock:
-            entries = self.entries
-            if entries >= self.max_entries:  # is_full(), inlined: every large batch appends an entry
-                raise InvalidOffsetError(f"attempt to append to a full index {self.path} ({entries} entries)")
-            if entries and offset <= self.last_offset:
-                raise InvalidOffsetError(
-                    f"attempt to append offset {offset} at position {entries} no larger than "
-                    f"the last offset appended ({self.last_offset}) to {self.path}"
-                )
-            relative = offset - self.base_offset
-            if relative < 0 or relative > INT32_MAX:
-                self.relative_offset(offset)  # raises IndexOffsetOverflowError
-            _PACK_ENTRY(self._mmap, entries * 8, relative, position)
-            self.entries = entries + 1
-            self.last_offset = offset
+        """Add an entry. Appends come from one writer at a time (the owning Log's lock), and the
+        entry is written before the count that publishes it, so this takes no index lock: readers
+        see the index with or without the new entry, never half of it."""
+        entries = self.entries
+        if entries >= self.max_entries:  # is_full(), inlined: every large batch appends an entry
+            raise InvalidOffsetError(f"attempt to append to a full index {self.path} ({entries} entries)")
+        if entries and offset <= self.last_offset:
+            raise InvalidOffsetError(
+                f"attempt to append offset {offset} at position {entries} no larger than "
+                f"the last offset appended ({self.last_offset}) to {self.path}"
+            )
+        relative = offset - self.base_offset
+        if relative < 0 or relative > INT32_MAX:
+            self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        _PACK_ENTRY(self._mmap, entries * 8, relative, position)
+        self.last_offset = offset
+        self.entries = entries + 1
 
     def sanity_check(self) -> None:
         self._check_length()
