@@ -2,8 +2,6 @@
 with a controller request sink as its endpoint), optionally running in-process controllers."""
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coordination.broker_registration import BrokerRegistration
@@ -13,15 +11,6 @@ from coordination.model import BrokerEndPoint, BrokerInfo, SecurityProtocol
 from tests.harness.controller_request_sink import ControllerRequestSink
 
 SESSION_TIMEOUT_MS = 4000
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> None:
-    pause = threading.Event()
-    for _ in range(int(timeout / 0.02)):
-        if condition():
-            return
-        pause.wait(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass

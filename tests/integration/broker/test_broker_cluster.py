@@ -12,6 +12,7 @@ from protocol.records.batch import read_batch_header
 from protocol.records.builder import RecordBatchBuilder
 from protocol.records.compression import CompressionType
 from tests.harness.broker import BrokerCluster, BrokerProcess
+from tests.harness.waiting import wait_for
 
 
 def _batch(value: bytes) -> bytearray:
@@ -26,15 +27,6 @@ def _produce(broker: BrokerProcess, topic: str, partition: int, value: bytes, ac
         name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=_batch(value))])])
     return broker.request(ApiKey.PRODUCE, 10, request).responses[0].partition_responses[0]
 
-
-def _wait(condition: Any, what: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_three_brokers_share_metadata_and_enforce_leadership(cluster3: BrokerCluster) -> None:
@@ -66,7 +58,7 @@ def test_controlled_shutdown_moves_leadership(cluster3: BrokerCluster) -> None:
                   if any(p.leader_id == b.broker_id for p in survivor.metadata([topic]).topics[0].partitions))
     assert victim.stop() == 0
     assert "Controlled shutdown request returned successfully" in victim.log_tail(200)
-    partitions = _wait(lambda: (ps := survivor.metadata([topic]).topics[0].partitions)
+    partitions = wait_for(lambda: (ps := survivor.metadata([topic]).topics[0].partitions)
                        and all(p.leader_id not in (victim.broker_id, -1) for p in ps) and ps, "new leaders")
     assert all(victim.broker_id not in p.isr_nodes for p in partitions)
     # Metadata v0 lists only reachable replicas and flags the partition; later versions list them all.
@@ -97,12 +89,12 @@ def test_topic_config_change_and_deletion_reach_the_broker(broker: BrokerProcess
             records = broker.request(ApiKey.FETCH, 12, request).responses[0].partitions[0].records
             return read_batch_header(bytes(records), 0).compression
 
-        _wait(lambda: stored_codec() == CompressionType.ZSTD, "the new compression.type")
+        wait_for(lambda: stored_codec() == CompressionType.ZSTD, "the new compression.type")
         log_dir = broker.log_dir / f"{topic}-0"
         assert log_dir.exists()
         admin.delete_topic(topic)
-        _wait(lambda: not log_dir.exists(), "the log to be deleted")
-        _wait(lambda: broker.metadata([topic]).topics[0].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        wait_for(lambda: not log_dir.exists(), "the log to be deleted")
+        wait_for(lambda: broker.metadata([topic]).topics[0].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION,
               "the topic to leave the metadata")
     finally:
         zk.close()

@@ -5,26 +5,17 @@ import json
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from tests.harness.broker import BrokerCluster, BrokerProcess
+from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
 
 SESSION_TIMEOUT_S = 6  # zookeeper.session.timeout.ms in the harness's broker defaults
 
-
-def _wait(condition: Any, what: str, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def _round_trip(bootstrap: str, topic: str, values: list[bytes], expect: int | None = None) -> list[bytes]:
@@ -63,7 +54,7 @@ def test_sigkill_of_the_controller_elects_another_and_moves_its_leaderships(clus
 
     killed_at = time.monotonic()
     victim.kill()
-    new_controller = _wait(lambda: (c := survivor.metadata().controller_id) not in (-1, controller_id) and c,
+    new_controller = wait_for(lambda: (c := survivor.metadata().controller_id) not in (-1, controller_id) and c,
                            "a new controller", SESSION_TIMEOUT_S + 10)
     assert time.monotonic() - killed_at < SESSION_TIMEOUT_S + 10
     assert new_controller in {b.broker_id for b in cluster3.brokers if b is not victim}
@@ -73,7 +64,7 @@ def test_sigkill_of_the_controller_elects_another_and_moves_its_leaderships(clus
         return all(p.leader_id not in (controller_id, -1) and controller_id not in p.isr_nodes
                    for p in partitions if p.partition_index in led)
 
-    _wait(moved, "leadership of the dead controller's partitions to move", 15)
+    wait_for(moved, "leadership of the dead controller's partitions to move", 15)
     # Every broker left agrees, and ZooKeeper's /controller says the same.
     views = {b.broker_id: b.metadata().controller_id for b in cluster3.brokers if b is not victim}
     assert set(views.values()) == {new_controller}
@@ -121,7 +112,7 @@ def test_brokers_keep_serving_while_zookeeper_is_down(zookeeper: ZooKeeperServer
 
         # Back in ZooKeeper: the broker re-registers and admin operations work again.
         other = "after-outage"
-        _wait(lambda: _try_create(broker, other), "topic creation after the outage", 30)
+        wait_for(lambda: _try_create(broker, other), "topic creation after the outage", 30)
         after = [f"after-{i}".encode() for i in range(5)]
         assert _round_trip(broker.bootstrap, other, after) == after
     finally:

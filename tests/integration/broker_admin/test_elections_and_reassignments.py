@@ -1,8 +1,6 @@
 """ElectLeaders and partition reassignments on a three-broker cluster (raw requests)."""
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from protocol.api_keys import ApiKey
@@ -15,6 +13,7 @@ from protocol.messages import (
     ListPartitionReassignmentsRequest,
 )
 from tests.harness.broker import BrokerCluster, BrokerProcess
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -29,12 +28,6 @@ def _partition(broker: BrokerProcess, topic: str, partition: int = 0):  # type: 
     (meta,) = broker.metadata([topic]).topics
     return next(p for p in meta.partitions if p.partition_index == partition)
 
-
-def _wait(condition, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
 
 
 def _elect(broker: BrokerProcess, topic: str, election_type: int = PREFERRED) -> list[tuple[int, int]]:
@@ -60,7 +53,7 @@ def test_reorder_replicas_then_elect_preferred_leader(cluster3: BrokerCluster) -
             AlterPartitionReassignmentsRequest.ReassignablePartition(partition_index=0, replicas=[1, 0, 2])])])
     response = controller.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, reassign)
     assert [[p.error_code for p in t.partitions] for t in response.responses] == [[0]]
-    _wait(lambda: _partition(controller, "pref").replica_nodes == [1, 0, 2])
+    wait_for(lambda: _partition(controller, "pref").replica_nodes == [1, 0, 2])
     listed = controller.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, ListPartitionReassignmentsRequest(topics=None))
     assert listed.topics == []
 
@@ -78,7 +71,7 @@ def test_preferred_leader_not_available(cluster3: BrokerCluster) -> None:
             partition_index=0, broker_ids=[preferred.broker_id, controller.broker_id])])])
     assert [t.error_code for t in controller.request(ApiKey.CREATE_TOPICS, 7, create).topics] == [0]
     preferred.stop()
-    _wait(lambda: _partition(controller, "gone").leader_id == controller.broker_id)
+    wait_for(lambda: _partition(controller, "gone").leader_id == controller.broker_id)
     assert _elect(controller, "gone") == [(0, Errors.PREFERRED_LEADER_NOT_AVAILABLE)]
 
 

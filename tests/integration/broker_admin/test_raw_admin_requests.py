@@ -20,7 +20,7 @@ from protocol.messages import (
 )
 from protocol.schema import ZERO_UUID
 from tests.harness.broker import BrokerCluster, BrokerProcess
-from tests.harness.zk_cluster import wait_until
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -197,7 +197,7 @@ def test_cluster_default_broker_config_reaches_describe(broker: BrokerProcess) -
     _create(broker, "inherits")
     assert _alter(broker, BROKER, "", {"log.retention.bytes": "5000000"}).error_code == 0
     # The broker applies dynamic configs when ZooKeeper's change notification reaches it.
-    wait_until(lambda: [c.value for c in _describe(broker, BROKER, "").configs] == ["5000000"],
+    wait_for(lambda: [c.value for c in _describe(broker, BROKER, "").configs] == ["5000000"],
                what="cluster default applied")
     (default_entry,) = _describe(broker, BROKER, "").configs
     assert (default_entry.name, default_entry.value, default_entry.config_source) == (

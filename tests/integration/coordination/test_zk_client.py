@@ -17,7 +17,7 @@ from coordination.errors import (
 from coordination.kafka_zk_client import KafkaZkClient
 from coordination.model import BrokerEndPoint, BrokerInfo, SecurityProtocol
 from coordination.zk_data import PERSISTENT_PATHS, encode_broker_info
-from tests.harness.zk_cluster import wait_until
+from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer, expire_session
 
 
@@ -101,7 +101,7 @@ def test_controller_election_increments_epoch_and_fences(clients: Callable[..., 
     assert second.get_controller_id() == 1
     assert second.get_controller_epoch() == (1, 1)
     first.close()
-    wait_until(lambda: second.get_controller_id() is None, what="/controller to vanish")
+    wait_for(lambda: second.get_controller_id() is None, what="/controller to vanish")
     epoch, zk_version = second.register_controller_and_increment_epoch(2)
     assert (epoch, zk_version) == (2, 2)
 
@@ -122,7 +122,7 @@ def test_watches_fire_on_creation_change_and_children(clients: Callable[..., Kaf
     assert client.get_broker_ids(watch=True) == []
     writer.register_controller_and_increment_epoch(7)
     writer.register_broker(broker_info(7))
-    wait_until(lambda: sorted(seen) == ["/brokers/ids", "/controller"], what="both watches")
+    wait_for(lambda: sorted(seen) == ["/brokers/ids", "/controller"], what="both watches")
 
 
 def test_session_expiry_reregisters_broker(zookeeper: ZooKeeperServer) -> None:
@@ -133,7 +133,7 @@ def test_session_expiry_reregisters_broker(zookeeper: ZooKeeperServer) -> None:
         registration = BrokerRegistration(client, broker_info(3), on_epoch_change=epochs.append)
         registration.register()
         expire_session(zookeeper.connect_string, client.zk.session_id, client.zk.session_password)
-        wait_until(lambda: len(epochs) == 2, what="re-registration after session expiry")
+        wait_for(lambda: len(epochs) == 2, what="re-registration after session expiry")
         assert epochs[1] > epochs[0]
         info = client.get_broker_info(3)
         assert info is not None and info.epoch == epochs[1]
@@ -149,7 +149,7 @@ def test_zookeeper_down_fails_clearly_and_recovers(zookeeper: ZooKeeperServer) -
         with pytest.raises(ZooKeeperUnavailableError, match="unavailable"):
             client.get_all_topics()
         zookeeper.start()
-        wait_until(lambda: client.zk.connected, what="reconnect")
+        wait_for(lambda: client.zk.connected, what="reconnect")
         assert client.get_all_topics() == set()
     finally:
         client.close()

@@ -13,8 +13,9 @@ from coordination.config_change_listener import ConfigChangeListener
 from coordination.errors import ZooKeeperUnavailableError
 from coordination.kafka_zk_client import KafkaZkClient
 from coordination.producer_id_manager import ProducerIdManager, allocate_producer_id_block
+from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
-from tests.harness.zk_cluster import Cluster, wait_until
+from tests.harness.zk_cluster import Cluster
 
 
 def test_config_changes_reach_every_listener(cluster: Cluster) -> None:
@@ -111,7 +112,7 @@ def test_admin_operations_fail_clearly_while_zookeeper_is_down(zookeeper: ZooKee
         with pytest.raises(ZooKeeperUnavailableError, match="unavailable"):
             admin.create_topic(NewTopic("while-down", 1, 1))
         zookeeper.start()
-        wait_until(lambda: zk.zk.connected, what="reconnect")
+        wait_for(lambda: zk.zk.connected, what="reconnect")
         assert zk.get_all_topics() == set()
     finally:
         zk.close()

@@ -12,8 +12,9 @@ from coordination.errors import TopicExistsError
 from coordination.model import LeaderAndIsr, TopicPartition
 from coordination.zk_data import partition_state_path
 from tests.harness.controller_request_sink import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
+from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
-from tests.harness.zk_cluster import Cluster, wait_until
+from tests.harness.zk_cluster import Cluster
 
 
 def raw(cluster: Cluster) -> KazooClient:
@@ -31,9 +32,9 @@ def start_three(cluster: Cluster) -> None:
     cluster.add_broker(1, controller=True)
     cluster.add_broker(2)
     cluster.add_broker(3)
-    wait_until(lambda: cluster.active_controller() is not None, what="an active controller")
+    wait_for(lambda: cluster.active_controller() is not None, what="an active controller")
     controller = cluster.active_controller()
-    wait_until(lambda: len(controller.context.live_brokers) == 3, what="the controller to see 3 brokers")
+    wait_for(lambda: len(controller.context.live_brokers) == 3, what="the controller to see 3 brokers")
 
 
 def test_topic_creation_writes_kafka_znodes_and_sends_leader_and_isr(cluster: Cluster) -> None:
@@ -42,7 +43,7 @@ def test_topic_creation_writes_kafka_znodes_and_sends_leader_and_isr(cluster: Cl
     assert controller.create_topics([NewTopic("orders", 3, 2, configs={"retention.ms": "1000"})]) == {"orders": None}
     zk = raw(cluster)
     try:
-        wait_until(lambda: all(znode(zk, partition_state_path("orders", p)) for p in range(3)), what="states")
+        wait_for(lambda: all(znode(zk, partition_state_path("orders", p)) for p in range(3)), what="states")
         topic = json.loads(znode(zk, "/brokers/topics/orders"))
         assert list(topic) == ["version", "topic_id", "partitions", "adding_replicas", "removing_replicas"]
         assert topic["version"] == 3 and len(topic["topic_id"]) == 22
@@ -60,11 +61,11 @@ def test_topic_creation_writes_kafka_znodes_and_sends_leader_and_isr(cluster: Cl
         zk.stop()
     for broker_id in (1, 2, 3):
         sink = cluster.brokers[broker_id].sink
-        wait_until(lambda: sink.received(UPDATE_METADATA), what=f"UpdateMetadata at broker {broker_id}")
+        wait_for(lambda: sink.received(UPDATE_METADATA), what=f"UpdateMetadata at broker {broker_id}")
     hosting = {b for r in assignment.values() for b in r}
     for broker_id in hosting:
         sink = cluster.brokers[broker_id].sink
-        wait_until(lambda: sink.received(LEADER_AND_ISR), what=f"LeaderAndIsr at broker {broker_id}")
+        wait_for(lambda: sink.received(LEADER_AND_ISR), what=f"LeaderAndIsr at broker {broker_id}")
         request = sink.received(LEADER_AND_ISR)[0]
         assert request.controller_id == 1 and request.controller_epoch == 1
         assert request.broker_epoch == cluster.brokers[broker_id].epoch
@@ -79,7 +80,7 @@ def test_topic_written_directly_is_picked_up_and_gets_a_topic_id(cluster: Cluste
     zk = raw(cluster)
     try:
         zk.create("/brokers/topics/legacy", b'{"version":1,"partitions":{"0":[2,3],"1":[3,1]}}')
-        wait_until(lambda: znode(zk, partition_state_path("legacy", 1)), what="legacy topic states")
+        wait_for(lambda: znode(zk, partition_state_path("legacy", 1)), what="legacy topic states")
         assert znode(zk, partition_state_path("legacy", 0)) == (
             b'{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":0,"isr":[2,3]}'
         )
@@ -96,10 +97,10 @@ def test_partition_increase(cluster: Cluster) -> None:
     controller.create_topics([NewTopic("grow", 2, 3)])
     zk = raw(cluster)
     try:
-        wait_until(lambda: znode(zk, partition_state_path("grow", 1)), what="initial partitions")
+        wait_for(lambda: znode(zk, partition_state_path("grow", 1)), what="initial partitions")
         before = json.loads(znode(zk, "/brokers/topics/grow"))
         assert controller.create_partitions({"grow": (4, None)}) == {"grow": None}
-        wait_until(lambda: znode(zk, partition_state_path("grow", 3)), what="new partitions")
+        wait_for(lambda: znode(zk, partition_state_path("grow", 3)), what="new partitions")
         after = json.loads(znode(zk, "/brokers/topics/grow"))
         assert after["topic_id"] == before["topic_id"]
         assert sorted(after["partitions"]) == ["0", "1", "2", "3"]
@@ -120,13 +121,13 @@ def test_topic_deletion_removes_every_znode(cluster: Cluster) -> None:
     controller.create_topics([NewTopic("doomed", 2, 2)])
     zk = raw(cluster)
     try:
-        wait_until(lambda: znode(zk, partition_state_path("doomed", 1)), what="topic")
+        wait_for(lambda: znode(zk, partition_state_path("doomed", 1)), what="topic")
         assert controller.delete_topics(["doomed"]) == {"doomed": None}
-        wait_until(lambda: zk.exists("/brokers/topics/doomed") is None, what="topic znode removal")
-        wait_until(lambda: zk.exists("/admin/delete_topics/doomed") is None, what="marker removal")
+        wait_for(lambda: zk.exists("/brokers/topics/doomed") is None, what="topic znode removal")
+        wait_for(lambda: zk.exists("/admin/delete_topics/doomed") is None, what="marker removal")
         assert zk.exists("/config/topics/doomed") is None
         # The controller thread forgets the topic right after deleting its znodes.
-        wait_until(lambda: "doomed" not in controller.context.all_topics, what="topic forgotten")
+        wait_for(lambda: "doomed" not in controller.context.all_topics, what="topic forgotten")
     finally:
         zk.stop()
     stop_requests = [r for b in cluster.brokers.values() for r in b.sink.received(STOP_REPLICA)]
@@ -146,23 +147,23 @@ def test_leader_change_when_a_broker_registration_disappears(cluster: Cluster) -
     ) == {"moving": None, "single": None}
     zk = raw(cluster)
     try:
-        wait_until(lambda: znode(zk, partition_state_path("single", 0)), what="topic")
+        wait_for(lambda: znode(zk, partition_state_path("single", 0)), what="topic")
         cluster.stop_broker(3)
-        wait_until(lambda: json.loads(znode(zk, partition_state_path("moving", 0)))["leader"] == 2, what="new leader")
+        wait_for(lambda: json.loads(znode(zk, partition_state_path("moving", 0)))["leader"] == 2, what="new leader")
         assert znode(zk, partition_state_path("moving", 0)) == (
             b'{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":1,"isr":[2]}'
         )
-        wait_until(lambda: json.loads(znode(zk, partition_state_path("moving", 1)))["isr"] == [2], what="ISR shrink")
+        wait_for(lambda: json.loads(znode(zk, partition_state_path("moving", 1)))["isr"] == [2], what="ISR shrink")
         assert znode(zk, partition_state_path("moving", 1)) == (
             b'{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":1,"isr":[2]}'
         )
-        wait_until(lambda: json.loads(znode(zk, partition_state_path("single", 0)))["leader"] == -1, what="offline")
+        wait_for(lambda: json.loads(znode(zk, partition_state_path("single", 0)))["leader"] == -1, what="offline")
         assert znode(zk, partition_state_path("single", 0)) == (
             b'{"controller_epoch":1,"leader":-1,"version":1,"leader_epoch":1,"isr":[3]}'
         )
         # Broker 3 returns: the offline partition comes back with its old leader.
         cluster.add_broker(3)
-        wait_until(lambda: json.loads(znode(zk, partition_state_path("single", 0)))["leader"] == 3, what="return")
+        wait_for(lambda: json.loads(znode(zk, partition_state_path("single", 0)))["leader"] == 3, what="return")
         assert znode(zk, partition_state_path("single", 0)) == (
             b'{"controller_epoch":1,"leader":3,"version":1,"leader_epoch":2,"isr":[3]}'
         )
@@ -176,12 +177,12 @@ def test_preferred_replica_election_through_the_api(cluster: Cluster) -> None:
     controller.create_topics([NewTopic("pref", assignment={0: [3, 2]})])
     zk = raw(cluster)
     try:
-        wait_until(lambda: znode(zk, partition_state_path("pref", 0)), what="topic")
+        wait_for(lambda: znode(zk, partition_state_path("pref", 0)), what="topic")
         cluster.stop_broker(3)
-        wait_until(lambda: json.loads(znode(zk, partition_state_path("pref", 0)))["leader"] == 2, what="failover")
+        wait_for(lambda: json.loads(znode(zk, partition_state_path("pref", 0)))["leader"] == 2, what="failover")
         cluster.add_broker(3)
         tp = TopicPartition("pref", 0)
-        wait_until(lambda: 3 in controller.context.live_brokers, what="broker 3 back")
+        wait_for(lambda: 3 in controller.context.live_brokers, what="broker 3 back")
         # Broker 3 is back but not in the ISR: the preferred leader is not eligible yet.
         result = controller.elect_leaders({tp}).result(10)
         assert result[tp].kafka_error == "PREFERRED_LEADER_NOT_AVAILABLE"
@@ -204,11 +205,11 @@ def test_malformed_znodes_are_ignored(cluster: Cluster) -> None:
         zk.create("/brokers/topics/broken", b"{not json")
         zk.create("/admin/preferred_replica_election", b"garbage")
         controller.create_topics([NewTopic("fine", 1, 1)])
-        wait_until(lambda: znode(zk, partition_state_path("fine", 0)), what="a good topic despite bad ones")
-        wait_until(lambda: zk.exists("/admin/preferred_replica_election") is None, what="bad trigger removed")
+        wait_for(lambda: znode(zk, partition_state_path("fine", 0)), what="a good topic despite bad ones")
+        wait_for(lambda: zk.exists("/admin/preferred_replica_election") is None, what="bad trigger removed")
         assert controller.is_active
         zk.set("/brokers/topics/broken", b'{"version":1,"partitions":{"0":[1]}}')
-        wait_until(lambda: znode(zk, partition_state_path("broken", 0)), what="fixed topic picked up")
+        wait_for(lambda: znode(zk, partition_state_path("broken", 0)), what="fixed topic picked up")
     finally:
         zk.stop()
 
@@ -217,20 +218,20 @@ def test_auto_leader_rebalance_restores_preferred_leaders(cluster: Cluster) -> N
     config = ControllerConfig(auto_leader_rebalance_enable=True, leader_imbalance_check_interval_seconds=0.2)
     cluster.add_broker(1, controller=True, config=config)
     cluster.add_broker(2)
-    wait_until(lambda: cluster.active_controller() is not None, what="controller")
+    wait_for(lambda: cluster.active_controller() is not None, what="controller")
     controller = cluster.active_controller()
-    wait_until(lambda: 2 in controller.context.live_brokers, what="broker 2")
+    wait_for(lambda: 2 in controller.context.live_brokers, what="broker 2")
     controller.create_topics([NewTopic("rebalance", assignment={0: [2, 1]})])
     tp = TopicPartition("rebalance", 0)
-    wait_until(lambda: tp in controller.context.leadership, what="topic")
+    wait_for(lambda: tp in controller.context.leadership, what="topic")
     cluster.stop_broker(2)
-    wait_until(lambda: controller.context.leadership[tp].leader_and_isr.leader == 1, what="failover to 1")
+    wait_for(lambda: controller.context.leadership[tp].leader_and_isr.leader == 1, what="failover to 1")
     cluster.add_broker(2)
-    wait_until(lambda: 2 in controller.context.live_brokers, what="broker 2 back")
+    wait_for(lambda: 2 in controller.context.live_brokers, what="broker 2 back")
     state = controller.context.leadership[tp].leader_and_isr
     proposal = LeaderAndIsr(1, state.leader_epoch, (1, 2), partition_epoch=state.partition_epoch)
     controller.alter_partition(1, cluster.brokers[1].epoch, {tp: proposal}).result(10)
-    wait_until(lambda: controller.context.leadership[tp].leader_and_isr.leader == 2, what="preferred leader back")
+    wait_for(lambda: controller.context.leadership[tp].leader_and_isr.leader == 2, what="preferred leader back")
 
 
 def test_controller_keeps_working_after_a_zookeeper_outage(zookeeper: ZooKeeperServer) -> None:
@@ -238,21 +239,21 @@ def test_controller_keeps_working_after_a_zookeeper_outage(zookeeper: ZooKeeperS
     try:
         cluster.add_broker(1, controller=True)
         cluster.add_broker(2)
-        wait_until(lambda: cluster.active_controller() is not None, what="controller")
+        wait_for(lambda: cluster.active_controller() is not None, what="controller")
         controller = cluster.active_controller()
-        wait_until(lambda: 2 in controller.context.live_brokers, what="broker 2")
+        wait_for(lambda: 2 in controller.context.live_brokers, what="broker 2")
         zookeeper.stop()
         assert controller.is_active  # losing the connection alone gives nothing up
         zookeeper.start()
-        wait_until(lambda: controller.zk.zk.connected, what="reconnect")
+        wait_for(lambda: controller.zk.zk.connected, what="reconnect")
         # A slow restart may outlast the session: then the brokers re-register and a
         # controller is elected again. Either way exactly one controller serves.
-        wait_until(lambda: cluster.active_controller() is not None, what="active controller after the outage")
+        wait_for(lambda: cluster.active_controller() is not None, what="active controller after the outage")
         controller = cluster.active_controller()
-        wait_until(lambda: len(controller.context.live_brokers) == 2, what="both brokers live")
+        wait_for(lambda: len(controller.context.live_brokers) == 2, what="both brokers live")
         assert controller.create_topics([NewTopic("after-outage", 1, 2)]) == {"after-outage": None}
         tp = TopicPartition("after-outage", 0)
-        wait_until(lambda: tp in controller.context.leadership, what="topic after the outage")
+        wait_for(lambda: tp in controller.context.leadership, what="topic after the outage")
         assert controller.is_active
     finally:
         cluster.close()
@@ -264,15 +265,15 @@ def test_deletion_waits_for_a_dead_replica_and_completes_when_it_returns(cluster
     controller.create_topics([NewTopic("patient", assignment={0: [2, 3]})])
     zk = raw(cluster)
     try:
-        wait_until(lambda: znode(zk, partition_state_path("patient", 0)), what="topic")
+        wait_for(lambda: znode(zk, partition_state_path("patient", 0)), what="topic")
         cluster.stop_broker(3)
-        wait_until(lambda: 3 not in controller.context.live_brokers, what="broker 3 gone")
+        wait_for(lambda: 3 not in controller.context.live_brokers, what="broker 3 gone")
         assert controller.delete_topics(["patient"]) == {"patient": None}
-        wait_until(lambda: "patient" in controller.context.topics_ineligible_for_deletion, what="ineligible")
+        wait_for(lambda: "patient" in controller.context.topics_ineligible_for_deletion, what="ineligible")
         assert zk.exists("/brokers/topics/patient") is not None
         assert zk.exists("/admin/delete_topics/patient") is not None
         cluster.add_broker(3)
-        wait_until(lambda: zk.exists("/brokers/topics/patient") is None, what="deletion after broker 3 returns")
-        wait_until(lambda: zk.exists("/admin/delete_topics/patient") is None, what="marker removal")
+        wait_for(lambda: zk.exists("/brokers/topics/patient") is None, what="deletion after broker 3 returns")
+        wait_for(lambda: zk.exists("/admin/delete_topics/patient") is None, what="marker removal")
     finally:
         zk.stop()

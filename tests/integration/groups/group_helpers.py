@@ -1,35 +1,21 @@
 """Helpers shared by the consumer-group integration tests (real broker processes)."""
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import FindCoordinatorRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 from tests.harness.broker import BrokerProcess
+from tests.harness.waiting import wait_for
 
-T = TypeVar("T")
 CONSUMER_TIMEOUTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 CONFLUENT_TIMEOUTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition",
-               interval: float = 0.05) -> T:
-    """The first truthy ``probe()`` result; fails the test with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(interval)
 
 
 def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, prefix: str = "m") -> list[bytes]:
@@ -56,7 +42,7 @@ def wait_for_coordinator(broker: BrokerProcess, group: str, timeout: float = 30.
         response = broker.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=group, key_type=0))
         return response.node_id + 1 if response.error_code == Errors.NONE else None  # +1: node 0 is truthy
 
-    return eventually(probe, timeout, f"a coordinator for {group}") - 1
+    return wait_for(probe, f"a coordinator for {group}", timeout) - 1
 
 
 def request(broker: BrokerProcess, api_key: ApiKey, version: int, body: Any) -> Any:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.harness.broker import BrokerProcess
-from tests.integration.groups.group_helpers import CONFLUENT_TIMEOUTS, describe_group, eventually, produce, unique
+from tests.harness.waiting import wait_for
+from tests.integration.groups.group_helpers import CONFLUENT_TIMEOUTS, describe_group, produce, unique
 
 PARTITIONS = 2
 COMMITTED = {0: 4, 1: 7}
@@ -24,7 +25,7 @@ def _member_with_commits(broker: BrokerProcess, topic: str, group: str) -> Any:
         consumer.poll(0.1)
         return len(consumer.assignment()) == PARTITIONS and describe_group(broker, group).group_state == "Stable"
 
-    eventually(assigned, 60, "the member's assignment")
+    wait_for(assigned, "the member's assignment", 60)
     result = consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in COMMITTED.items()],
                              asynchronous=False)
     assert all(tp.error is None for tp in result)
@@ -86,7 +87,7 @@ def _kafka_python_checks(admin: Any, broker: BrokerProcess, topic: str, group: s
         assert _deleted(admin, [group]) == {group: "NonEmptyGroupError"}
     finally:
         member.close()
-    eventually(lambda: describe_group(broker, group).group_state == "Empty", 30, "the group to become empty")
+    wait_for(lambda: describe_group(broker, group).group_state == "Empty", "the group to become empty", 30)
     deleted = admin.delete_group_offsets(group, [TopicPartition(topic, 0)])
     assert deleted == {TopicPartition(topic, 0): NoError}
     left = admin.list_group_offsets({group: None})[group]
@@ -135,7 +136,7 @@ def test_confluent_admin_client_views_and_deletes_groups(broker: BrokerProcess) 
             assert exc.args[0].code() == KafkaError.NON_EMPTY_GROUP
     finally:
         member.close()
-    eventually(lambda: describe_group(broker, group).group_state == "Empty", 30, "the group to become empty")
+    wait_for(lambda: describe_group(broker, group).group_state == "Empty", "the group to become empty", 30)
     admin.delete_consumer_groups([group], request_timeout=15)[group].result()
     listing = admin.list_consumer_groups(request_timeout=15).result()
     assert group not in {g.group_id for g in listing.valid}

@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from tests.harness.broker import BrokerProcess
-from tests.integration.groups.group_helpers import CONFLUENT_TIMEOUTS, eventually, produce, unique
+from tests.harness.waiting import wait_for
+from tests.integration.groups.group_helpers import CONFLUENT_TIMEOUTS, produce, unique
 
 PARTITIONS = 4
 
@@ -53,10 +54,10 @@ def test_assignors_split_the_topic_and_manual_commits_stick(broker: BrokerProces
     try:
         for consumer in consumers:
             consumer.subscribe([topic])
-        parts = eventually(lambda: _balanced(consumers, seen), 60, f"a balanced {strategy} assignment")
+        parts = wait_for(lambda: _balanced(consumers, seen), f"a balanced {strategy} assignment", 60)
         assert sorted(len(p) for p in parts) == [2, 2]
         expected = set(produce(broker.bootstrap, topic, PARTITIONS, 5))
-        eventually(lambda: _poll_values(consumers, seen) or set(seen) >= expected, 60, "every message")
+        wait_for(lambda: _poll_values(consumers, seen) or set(seen) >= expected, "every message", 60)
         assert set(seen) == expected
         for consumer in consumers:
             committed = consumer.commit(asynchronous=False)
@@ -75,9 +76,9 @@ def test_automatic_commits(broker: BrokerProcess) -> None:
     seen: list[bytes] = []
     try:
         consumer.subscribe([topic])
-        eventually(lambda: _poll_values([consumer], seen) or set(seen) >= expected, 60, "every message")
-        eventually(lambda: _poll_values([consumer], seen) or _committed(broker, group, topic) == {
-            p: 3 for p in range(PARTITIONS)}, 30, "the automatic commit of every partition")
+        wait_for(lambda: _poll_values([consumer], seen) or set(seen) >= expected, "every message", 60)
+        wait_for(lambda: _poll_values([consumer], seen) or _committed(broker, group, topic) == {
+            p: 3 for p in range(PARTITIONS)}, "the automatic commit of every partition", 30)
     finally:
         consumer.close()
 
@@ -92,7 +93,7 @@ def test_auto_offset_reset_earliest_and_latest(broker: BrokerProcess) -> None:
         earliest.subscribe([topic])
         latest.subscribe([topic])
         from_earliest: list[bytes] = []
-        eventually(lambda: _poll_values([earliest], from_earliest) or len(from_earliest) >= 3, 60, "old messages")
+        wait_for(lambda: _poll_values([earliest], from_earliest) or len(from_earliest) >= 3, "old messages", 60)
         assert from_earliest == old
 
         # 'latest' starts at the end whenever its reset happens: keep producing until it sees something,
@@ -106,7 +107,7 @@ def test_auto_offset_reset_earliest_and_latest(broker: BrokerProcess) -> None:
                 _poll_values([latest], from_latest)
             return bool(from_latest)
 
-        eventually(got_new, 60, "a new message for the 'latest' consumer")
+        wait_for(got_new, "a new message for the 'latest' consumer", 60)
         assert not set(from_latest) & set(old)
         assert set(from_latest) <= set(sent)
     finally:
@@ -132,7 +133,7 @@ def test_auto_offset_reset_none_fails_without_committed_offsets(broker: BrokerPr
                 return message.error()
             return None
 
-        error = eventually(reset_error, 60, "the offset reset error")
+        error = wait_for(reset_error, "the offset reset error", 60)
         assert error.code() == KafkaError._AUTO_OFFSET_RESET
     finally:
         consumer.close()

@@ -16,9 +16,9 @@ from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import FindCoordinatorRequest, OffsetFetchRequest
 from tests.harness.broker import BrokerCluster, BrokerProcess
+from tests.harness.waiting import wait_for
 from tests.integration.groups.group_helpers import (
     CONFLUENT_TIMEOUTS,
-    eventually,
     produce,
     request,
     unique,
@@ -86,7 +86,7 @@ def test_group_finds_new_coordinator_and_keeps_offsets_after_sigkill(replicated_
                 seen.add(message.value())
             return len(seen) >= PARTITIONS * 4
 
-        eventually(consumed, 60, "every message")
+        wait_for(consumed, "every message", 60)
         assert all(tp.error is None for tp in first.commit(asynchronous=False))
     finally:
         first.close()
@@ -100,9 +100,9 @@ def test_group_finds_new_coordinator_and_keeps_offsets_after_sigkill(replicated_
         found = _coordinator_seen_by(survivors[0], group)
         return (found,) if found is not None and found != coordinator_id else None
 
-    (new_id,) = eventually(moved, 60, "a new coordinator")
+    (new_id,) = wait_for(moved, "a new coordinator", 60)
     new_coordinator = brokers[new_id]
-    assert eventually(lambda: _committed(new_coordinator, group, topic), 60, "the committed offsets") == {
+    assert wait_for(lambda: _committed(new_coordinator, group, topic), "the committed offsets", 60) == {
         p: 4 for p in range(PARTITIONS)}
 
     # A client finds the new coordinator by itself and sees the commits there.
@@ -114,7 +114,7 @@ def test_group_finds_new_coordinator_and_keeps_offsets_after_sigkill(replicated_
             resumed.poll(0.2)
             return len(resumed.assignment()) == PARTITIONS
 
-        eventually(assigned, 60, "the resumed consumer's assignment")
+        wait_for(assigned, "the resumed consumer's assignment", 60)
         committed = resumed.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
     finally:
         resumed.close()

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.harness.broker import BrokerProcess
-from tests.integration.groups.group_helpers import CONSUMER_TIMEOUTS, eventually, produce, unique
+from tests.harness.waiting import wait_for
+from tests.integration.groups.group_helpers import CONSUMER_TIMEOUTS, produce, unique
 
 PARTITIONS = 6
 
@@ -91,10 +92,10 @@ def test_three_consumers_split_six_partitions_and_take_over_on_close(broker: Bro
     broker.create_topic(topic, PARTITIONS)
     threads = _start(broker, topic, group, 3)
     try:
-        parts = eventually(lambda: _balanced(threads), 60, "a balanced assignment of 3 consumers")
+        parts = wait_for(lambda: _balanced(threads), "a balanced assignment of 3 consumers", 60)
         assert sorted(len(p) for p in parts) == [2, 2, 2]
         threads.pop().stop()  # closes the consumer, which leaves the group: the others take its partitions
-        parts = eventually(lambda: _balanced(threads), 60, "the 2 remaining consumers to cover the topic")
+        parts = wait_for(lambda: _balanced(threads), "the 2 remaining consumers to cover the topic", 60)
         assert sorted(len(p) for p in parts) == [3, 3]
     finally:
         _stop(threads)
@@ -113,12 +114,12 @@ def test_committed_offsets_resume_after_all_consumers_restart(broker: BrokerProc
                 seen.update(thread.values)
             return seen >= expected
 
-        eventually(all_seen, 60, f"{len(expected)} messages")
+        wait_for(all_seen, f"{len(expected)} messages", 60)
         return seen
 
     threads = _start(broker, topic, group, 3)
     try:
-        eventually(lambda: _balanced(threads), 60, "a balanced assignment of 3 consumers")
+        wait_for(lambda: _balanced(threads), "a balanced assignment of 3 consumers", 60)
         first = set(produce(broker.bootstrap, topic, PARTITIONS, 10, prefix="first"))
         assert consumed(threads, first) == first
         for thread in threads:

@@ -9,11 +9,11 @@ from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import OffsetFetchRequest
 from tests.harness.broker import BrokerProcess
+from tests.harness.waiting import wait_for
 from tests.integration.groups.group_helpers import (
     CONSUMER_TIMEOUTS,
     commit,
     describe_group,
-    eventually,
     offsets_log_records,
     produce,
     request,
@@ -37,7 +37,7 @@ def test_log_records_decode_with_kafkas_schemas(broker: BrokerProcess) -> None:
             consumer.poll(timeout_ms=200)
             return len(consumer.assignment()) == 2
 
-        eventually(assigned, 60, "the assignment")
+        wait_for(assigned, "the assignment", 60)
         consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(2, "hello", -1),
                          TopicPartition(topic, 1): OffsetAndMetadata(3, "", -1)})
     finally:
@@ -78,9 +78,9 @@ def test_restarted_broker_loads_groups_and_offsets(broker: BrokerProcess) -> Non
         return partition.committed_offset, partition.metadata
 
     # Each partition loads on its own (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
-    assert eventually(lambda: fetch(simple), 30, "the reloaded offsets") == (42, "kept")
-    assert eventually(lambda: fetch(managed), 30, "the reloaded offsets") == (7, "")
+    assert wait_for(lambda: fetch(simple), "the reloaded offsets", 30) == (42, "kept")
+    assert wait_for(lambda: fetch(managed), "the reloaded offsets", 30) == (7, "")
     loaded = describe_group(broker, managed)
     assert loaded.group_state == "Stable" and [m.member_id for m in loaded.members] == [member_id]
     # The loaded member never heartbeats again: its session expires and the group empties.
-    eventually(lambda: describe_group(broker, managed).group_state == "Empty", 30, "the loaded member to expire")
+    wait_for(lambda: describe_group(broker, managed).group_state == "Empty", "the loaded member to expire", 30)

@@ -5,10 +5,10 @@ from typing import Any
 
 from protocol import consumer_offsets_records as records
 from tests.harness.broker import BrokerProcess
+from tests.harness.waiting import wait_for
 from tests.integration.groups.group_helpers import (
     CONFLUENT_TIMEOUTS,
     describe_group,
-    eventually,
     offsets_log_records,
     unique,
 )
@@ -52,7 +52,7 @@ def test_restarted_static_member_keeps_its_partitions_without_a_rebalance(broker
             return bool(parts[0] and parts[1]) and parts[0] | parts[1] == set(range(PARTITIONS)) \
                 and describe_group(broker, group).group_state == "Stable"
 
-        eventually(balanced, 60, "both static members to be assigned")
+        wait_for(balanced, "both static members to be assigned", 60)
         before = describe_group(broker, group)
         members_before = {m.group_instance_id: m for m in before.members}
         a_partitions = sorted(p.partition for p in a.assignment())
@@ -70,7 +70,7 @@ def test_restarted_static_member_keeps_its_partitions_without_a_rebalance(broker
             b.poll(0.1)
             return len(a_assigned) > calls_before_restart
 
-        eventually(a_back, 60, "the restarted static member's assignment")
+        wait_for(a_back, "the restarted static member's assignment", 60)
         assert a_assigned[-1] == a_partitions
         for _ in range(10):  # give b every chance to see a rebalance it must not get
             b.poll(0.1)

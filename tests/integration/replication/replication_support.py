@@ -8,31 +8,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from protocol.api_keys import ApiKey
 from protocol.messages import ProduceRequest
 from protocol.records.builder import RecordBatchBuilder
 from tests.harness.broker import BrokerCluster, BrokerProcess
+from tests.harness.waiting import wait_for
 
-T = TypeVar("T")
 StartCluster = Callable[..., BrokerCluster]  # the start_cluster fixture: (n, overrides) -> started cluster
-
-
-def wait_for(condition: Callable[[], T], what: str, timeout: float = 30.0, interval: float = 0.1) -> T:
-    """Poll until ``condition()`` is truthy and return it (connection errors count as not yet)."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = condition()
-        except OSError as exc:
-            last_error, result = exc, None
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
-                         + (f" (last error: {last_error!r})" if last_error else ""))
 
 
 def live(cluster: BrokerCluster) -> list[BrokerProcess]:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.harness.broker import BrokerCluster, BrokerProcess
+from tests.harness.waiting import wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -31,15 +32,6 @@ def _partition_state(broker: BrokerProcess, topic: str, partition: int) -> Any:
         return None
     return next((p for p in topics[0].partitions if p.partition_index == partition), None)
 
-
-def _wait(condition: Any, what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class NumberedProducer(threading.Thread):
@@ -130,17 +122,17 @@ def test_acknowledged_writes_survive_repeated_leader_kills(zk_connect: str, tmp_
         producer = NumberedProducer(cluster.bootstrap, topic, MESSAGES, rate=2500)
         producer.start()
         for round_number in range(KILL_ROUNDS):
-            _wait(lambda: producer.sent > (round_number + 1) * MESSAGES // (KILL_ROUNDS + 2), "producer progress")
+            wait_for(lambda: producer.sent > (round_number + 1) * MESSAGES // (KILL_ROUNDS + 2), "producer progress")
             observer = next(b for b in cluster.brokers if b.process is not None)
-            state = _wait(lambda: _partition_state(observer, topic, 0), "partition 0 metadata")
+            state = wait_for(lambda: _partition_state(observer, topic, 0), "partition 0 metadata")
             victim = brokers[state.leader_id]
             victim.kill()
             others = [b for b in cluster.brokers if b is not victim]
-            _wait(lambda: (s := _partition_state(others[0], topic, 0)) is not None
+            wait_for(lambda: (s := _partition_state(others[0], topic, 0)) is not None
                   and s.leader_id not in (-1, victim.broker_id), f"a new leader after killing {victim}")
             victim.wait_until_deregistered()
             victim.start()
-            _wait(lambda: all(len(p.isr_nodes) == 3 for p in others[0].metadata([topic]).topics[0].partitions),
+            wait_for(lambda: all(len(p.isr_nodes) == 3 for p in others[0].metadata([topic]).topics[0].partitions),
                   f"{victim} back in every ISR")
         producer.join(600)
         assert not producer.is_alive(), "the producer did not finish"

@@ -7,13 +7,13 @@ import uuid
 import pytest
 
 from protocol.errors import Errors
+from tests.harness.waiting import wait_for
 from tests.integration.replication.replication_support import (
     StartCluster,
     create_topic,
     read_partition,
     produce_raw,
     segments_identical,
-    wait_for,
     wait_for_isr,
     zk_reader,
 )

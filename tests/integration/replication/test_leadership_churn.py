@@ -11,13 +11,13 @@ from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import AlterPartitionReassignmentsRequest, ElectLeadersRequest
 from tests.harness.broker import BrokerProcess
+from tests.harness.waiting import wait_for
 from tests.integration.replication.replication_support import (
     StartCluster,
     controller_id,
     create_topic,
     produce_raw,
     read_partition,
-    wait_for,
     wait_for_isr,
     zk_reader,
 )

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from protocol.errors import Errors
+from tests.harness.waiting import wait_for
 from tests.integration.replication.replication_support import (
     Deliveries,
     StartCluster,
@@ -16,7 +17,6 @@ from tests.integration.replication.replication_support import (
     produce_raw,
     read_partition,
     segments_identical,
-    wait_for,
     wait_for_isr,
     zk_reader,
 )

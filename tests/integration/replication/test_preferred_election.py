@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from tests.harness.waiting import wait_for
 from tests.integration.replication.replication_support import (
     Deliveries,
     StartCluster,
@@ -15,7 +16,6 @@ from tests.integration.replication.replication_support import (
     metadata_view,
     read_partition,
     segments_identical,
-    wait_for,
     wait_for_isr,
     zk_reader,
 )

@@ -13,6 +13,7 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.messages import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
 from tests.harness.broker import BrokerProcess
+from tests.harness.waiting import wait_for
 from tests.integration.replication.replication_support import (
     StartCluster,
     agreed_state,
@@ -21,7 +22,6 @@ from tests.integration.replication.replication_support import (
     partition_dir,
     read_partition,
     segments_identical,
-    wait_for,
     wait_for_isr,
     zk_reader,
 )

@@ -11,6 +11,7 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.messages import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
 from tests.harness.broker import BrokerCluster, BrokerProcess
+from tests.harness.waiting import wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import (  # noqa: E402
@@ -24,15 +25,6 @@ from confluent_kafka.admin import (  # noqa: E402
 MESSAGES = 3000
 VALUE = b"v" * 1000
 
-
-def _wait(condition, what: str, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _alter(admin: AdminClient, resources: list[ConfigResource]) -> None:
@@ -85,8 +77,8 @@ def test_throttled_reassignment_waits_for_the_quota(zk_connect: str, tmp_path: P
                 _entry("follower.replication.throttled.rate", "1000")]),
         ])
         for broker, kind in ((source, "LeaderReplication"), (target, "FollowerReplication")):
-            _wait(lambda: f"{kind} throttle is now 1000.0 bytes/s" in broker.log_tail(400), f"{kind} throttle")
-            _wait(lambda: f"{kind} throttled partitions of {topic}: [0]" in broker.log_tail(400),
+            wait_for(lambda: f"{kind} throttle is now 1000.0 bytes/s" in broker.log_tail(400), f"{kind} throttle")
+            wait_for(lambda: f"{kind} throttled partitions of {topic}: [0]" in broker.log_tail(400),
                   f"{kind} throttled replicas")
 
         controller = next(b for b in cluster.brokers if b.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
@@ -97,7 +89,7 @@ def test_throttled_reassignment_waits_for_the_quota(zk_connect: str, tmp_path: P
                 AlterPartitionReassignmentsRequest.ReassignablePartition(
                     partition_index=0, replicas=[source.broker_id, target.broker_id])])]))
         assert response.error_code == 0 and response.responses[0].partitions[0].error_code == 0
-        _wait(lambda: _segment_bytes(target, topic) > 0, "the new replica's first fetch")
+        wait_for(lambda: _segment_bytes(target, topic) > 0, "the new replica's first fetch")
         # At 1000 bytes/s the first fetch (at most replica.fetch.max.bytes, 1 MiB) uses the quota
         # for minutes: the copy cannot finish while the throttle holds.
         time.sleep(3)
@@ -110,7 +102,7 @@ def test_throttled_reassignment_waits_for_the_quota(zk_connect: str, tmp_path: P
             ConfigResource(ResourceType.BROKER, tgt, incremental_configs=[
                 _entry("follower.replication.throttled.rate", None, AlterConfigOpType.DELETE)]),
         ])
-        _wait(lambda: not _in_progress(controller), "the reassignment to finish once unthrottled")
+        wait_for(lambda: not _in_progress(controller), "the reassignment to finish once unthrottled")
         assert sorted(source.metadata([topic]).topics[0].partitions[0].isr_nodes) == [0, 1]
         segment = "00000000000000000000.log"
         assert (target.log_dir / f"{topic}-0" / segment).read_bytes() == \

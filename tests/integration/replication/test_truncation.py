@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from protocol.errors import Errors
+from tests.harness.waiting import wait_for
 from tests.integration.replication.replication_support import (
     StartCluster,
     agreed_state,
@@ -23,7 +24,6 @@ from tests.integration.replication.replication_support import (
     read_partition,
     segment_files,
     segments_identical,
-    wait_for,
     wait_for_isr,
     zk_reader,
 )

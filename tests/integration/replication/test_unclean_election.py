@@ -16,6 +16,7 @@ import pytest
 
 from protocol.errors import Errors
 from tests.harness.broker import BrokerCluster, BrokerProcess
+from tests.harness.waiting import wait_for
 from tests.integration.replication.replication_support import (
     StartCluster,
     ZkReader,
@@ -27,7 +28,6 @@ from tests.integration.replication.replication_support import (
     read_partition,
     segment_files,
     segments_identical,
-    wait_for,
     wait_for_isr,
     zk_reader,
 )

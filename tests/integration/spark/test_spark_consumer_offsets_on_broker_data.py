@@ -22,7 +22,6 @@ from confluent_kafka.admin import AdminClient
 from spark_jobs import consumer_offsets
 from tests.harness.broker import BrokerProcess
 from tests.harness.zookeeper import ZooKeeperServer
-from tests.integration.spark.test_spark_jobs import spark  # noqa: F401  (module-scoped SparkSession, local[2])
 from tests.integration.spark.test_spark_on_broker_data import MASTER
 
 pytestmark = pytest.mark.integration
@@ -108,7 +107,7 @@ def _run_job(offsets_log: OffsetsLog, out: Path) -> None:
     assert consumer_offsets.main(["--log-dirs", str(offsets_log.log_dir), "--output", str(out), *MASTER]) == 0
 
 
-def test_history_is_every_commit_in_order(spark: Any, offsets_log: OffsetsLog, tmp_path: Path) -> None:  # noqa: F811
+def test_history_is_every_commit_in_order(spark: Any, offsets_log: OffsetsLog, tmp_path: Path) -> None:
     out = tmp_path / "offsets"
     _run_job(offsets_log, out)
     rows = spark.read.parquet(str(out / "history")).collect()
@@ -126,7 +125,7 @@ def test_history_is_every_commit_in_order(spark: Any, offsets_log: OffsetsLog, t
     assert all(len({r["coordinatorPartition"] for r in rows if r["group"] == g}) == 1 for g in by_group)
 
 
-def test_group_metadata_records(spark: Any, offsets_log: OffsetsLog, tmp_path: Path) -> None:  # noqa: F811
+def test_group_metadata_records(spark: Any, offsets_log: OffsetsLog, tmp_path: Path) -> None:
     out = tmp_path / "offsets"
     _run_job(offsets_log, out)
     groups = sorted(spark.read.parquet(str(out / "groups")).collect(),
@@ -144,7 +143,7 @@ def test_group_metadata_records(spark: Any, offsets_log: OffsetsLog, tmp_path: P
     assert records(SIMPLE_GROUP) == []
 
 
-def test_lag_against_the_log_end_offsets(spark: Any, offsets_log: OffsetsLog, tmp_path: Path) -> None:  # noqa: F811
+def test_lag_against_the_log_end_offsets(spark: Any, offsets_log: OffsetsLog, tmp_path: Path) -> None:
     out = tmp_path / "offsets"
     _run_job(offsets_log, out)
     lag = {(r["group"], r["partition"]): (r["committedOffset"], r["logEndOffset"], r["lag"])

@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -23,39 +22,13 @@ from protocol.consumer_offsets_records import (
     encode_key,
     encode_offset_commit_value,
 )
-from spark_jobs.session import REPO_ROOT, create_session
+from spark_jobs.session import REPO_ROOT
 from storage.log import Log
-from tests.unit.spark.segment_files import SMALL_SEGMENTS, Expected, PartitionWriter, write_log_dir
+from tests.unit.spark.segment_files import SMALL_SEGMENTS, PartitionWriter
 from tests.unit.spark.spark_read_helpers import expected_view, row_view
 
 GOLDEN = Path(REPO_ROOT).parent / "shared" / "golden-logs"
 MASTER = ["--master", "local[2]", "--no-progress"]
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    scratch = tmp_path_factory.mktemp("spark")
-    session = create_session(
-        "spark-jobs-tests", "local[2]",
-        {
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.ui.enabled": "false",
-            "spark.local.dir": str(scratch / "local"),
-            "spark.sql.warehouse.dir": str(scratch / "warehouse"),
-            "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch / 'derby'}",
-        },
-        progress=False,
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
-def log_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Expected]]:
-    path = tmp_path_factory.mktemp("kafka-logs")
-    return path, write_log_dir(str(path))
 
 
 def _corrupted_copy(path: Path, dest: Path) -> tuple[Path, str, int]:

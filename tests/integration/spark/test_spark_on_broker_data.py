@@ -35,7 +35,6 @@ from spark_jobs.read_options import parse_options
 from spark_jobs.segment_reader import SplitReader
 from tests.harness.broker import BrokerProcess
 from tests.harness.zookeeper import ZooKeeperServer
-from tests.integration.spark.test_spark_jobs import spark  # noqa: F401  (module-scoped SparkSession, local[2])
 from tests.unit.spark.spark_read_helpers import row_view
 
 pytestmark = pytest.mark.integration
@@ -208,7 +207,7 @@ def produced(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPat
     shutil.rmtree(broker.dir, ignore_errors=True)
 
 
-def _kafka_log(spark: Any, path: Path | str, **options: str) -> Any:  # noqa: F811 (the fixture's name)
+def _kafka_log(spark: Any, path: Path | str, **options: str) -> Any:
     return spark.read.format("kafka-log").options(**options).load(str(path))
 
 
@@ -224,7 +223,7 @@ def test_segments_rolled(produced: BrokerData) -> None:
     assert len(produced.sent) == len({(s.topic, s.partition, s.offset) for s in produced.sent}) == 11_900
 
 
-def test_source_rows_equal_what_was_produced(spark: Any, produced: BrokerData) -> None:  # noqa: F811
+def test_source_rows_equal_what_was_produced(spark: Any, produced: BrokerData) -> None:
     rows = _kafka_log(spark, produced.log_dir).collect()
     assert _views(rows) == sorted(s.view() for s in produced.sent)
     by_topic: dict[str, list[Any]] = collections.defaultdict(list)
@@ -240,7 +239,7 @@ def test_source_rows_equal_what_was_produced(spark: Any, produced: BrokerData) -
     assert {r["timestampType"] for r in by_topic["log-append-time"]} == {1}
 
 
-def test_producer_ids_and_sequences(spark: Any, produced: BrokerData) -> None:  # noqa: F811
+def test_producer_ids_and_sequences(spark: Any, produced: BrokerData) -> None:
     rows = _kafka_log(spark, produced.log_dir).select(
         "topic", "partition", "producerId", "batchBaseOffset").distinct().collect()
     idempotent = {s.topic for s in produced.sent if s.idempotent}
@@ -272,7 +271,7 @@ def test_producer_ids_and_sequences(spark: Any, produced: BrokerData) -> None:  
                 assert header.base_sequence == NO_SEQUENCE
 
 
-def test_split_and_bounded_reads(spark: Any, produced: BrokerData) -> None:  # noqa: F811
+def test_split_and_bounded_reads(spark: Any, produced: BrokerData) -> None:
     """Splits cut at the broker's .index entries, and the high watermark it checkpointed at shutdown."""
     topics = ("codec-none", "codec-zstd")
     split = _kafka_log(spark, produced.log_dir, maxSplitBytes="16384", topics=",".join(topics))
@@ -285,7 +284,7 @@ def test_split_and_bounded_reads(spark: Any, produced: BrokerData) -> None:  # n
     assert sorted(r["offset"] for r in tail.where("partition = 0").collect()) == list(range(1000, 1100))
 
 
-def test_topic_stats(spark: Any, produced: BrokerData, tmp_path: Path) -> None:  # noqa: F811
+def test_topic_stats(spark: Any, produced: BrokerData, tmp_path: Path) -> None:
     out = tmp_path / "stats"
     assert topic_stats.main(["--log-dirs", str(produced.log_dir), "--output", str(out), *MASTER]) == 0
     stats = {(r["topic"], r["partition"]): r for r in spark.read.parquet(str(out / "partitions")).collect()}
@@ -311,7 +310,7 @@ def test_topic_stats(spark: Any, produced: BrokerData, tmp_path: Path) -> None: 
     assert traffic == sum(1 for s in produced.sent if s.timestamp is not None)
 
 
-def test_export_round_trip(spark: Any, produced: BrokerData, tmp_path: Path) -> None:  # noqa: F811
+def test_export_round_trip(spark: Any, produced: BrokerData, tmp_path: Path) -> None:
     out = tmp_path / "export"
     args = ["--log-dirs", str(produced.log_dir), "--output", str(out), "--decode", "utf8", *MASTER]
     assert export.main(args) == 0
@@ -362,7 +361,7 @@ def _flip_a_byte(produced: BrokerData, dest: Path) -> tuple[Path, str, int]:
     return copy, str(segment), position
 
 
-def test_verify_clean_then_a_flipped_byte(spark: Any, produced: BrokerData, tmp_path: Path,  # noqa: F811
+def test_verify_clean_then_a_flipped_byte(spark: Any, produced: BrokerData, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     assert verify.main(["--log-dirs", str(produced.log_dir), *MASTER]) == 0
     segments = len(produced.segments())
@@ -430,7 +429,7 @@ class _BackgroundProducer:
 
 
 @pytest.mark.parametrize("broker", [BROKER_OVERRIDES], indirect=True)
-def test_reads_the_log_dir_of_a_running_broker(spark: Any, broker: BrokerProcess) -> None:  # noqa: F811
+def test_reads_the_log_dir_of_a_running_broker(spark: Any, broker: BrokerProcess) -> None:
     """Reads while the active segments grow and roll: each sees a gap-free prefix of every partition."""
     broker.create_topic("live", 2)
     snapshots = []

@@ -18,7 +18,6 @@ import pytest
 
 from spark_jobs.session import REPO_ROOT
 from tests.harness.spark_cluster import SparkStandaloneCluster, spark_bin
-from tests.integration.spark.test_spark_jobs import log_dir  # noqa: F401  (module-scoped written log dir)
 from tests.unit.spark.segment_files import Expected
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
@@ -55,15 +54,14 @@ def _expected_rows(expected: list[Expected], topics: set[str]) -> list[tuple]:
     return sorted((e.topic, e.partition, e.offset, e.key, e.value) for e in expected if e.topic in topics)
 
 
-def test_export_with_spark_submit_in_local_mode(log_dir: tuple[Path, list[Expected]],  # noqa: F811
-                                                tmp_path: Path) -> None:
+def test_export_with_spark_submit_in_local_mode(log_dir: tuple[Path, list[Expected]], tmp_path: Path) -> None:
     path, expected = log_dir
     out = tmp_path / "export"
     _submit("export", ["--log-dirs", str(path), "--output", str(out), "--topics", "events", "legacy"], tmp_path)
     assert _exported_rows(out) == _expected_rows(expected, {"events", "legacy"})
 
 
-def test_jobs_on_a_standalone_cluster(cluster: SparkStandaloneCluster, log_dir: tuple[Path, list[Expected]],  # noqa: F811
+def test_jobs_on_a_standalone_cluster(cluster: SparkStandaloneCluster, log_dir: tuple[Path, list[Expected]],
                                       tmp_path: Path) -> None:
     path, expected = log_dir
     master = ["--master", cluster.master_url, "--executor-memory", "512m"]
