@@ -10,7 +10,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +229,24 @@ class BrokerProcess:
 
     def __repr__(self) -> str:
         return f"BrokerProcess(id={self.broker_id}, {self.bootstrap})"
+
+
+@contextmanager
+def broker_for_workload(zk_connect: str, directory: Path, overrides: Mapping[str, str] | None = None
+                        ) -> Iterator[BrokerProcess]:
+    """A broker started for the with-block's workload and stopped cleanly after it, so the log dir
+    it leaves is a stopped broker's (what Spark jobs and Kafka's tools read); its log is printed
+    when the workload fails."""
+    broker = BrokerProcess(zk_connect, 0, directory, overrides)
+    broker.start()
+    try:
+        yield broker
+    except BaseException:
+        print(f"--- broker log ({broker.log_path}) ---\n{broker.log_tail(200)}")
+        broker.stop()
+        raise
+    exit_code = broker.stop()
+    assert exit_code == 0, broker.log_tail(100)
 
 
 class BrokerCluster:

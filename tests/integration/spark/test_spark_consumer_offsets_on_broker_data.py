@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from spark_jobs import consumer_offsets
-from tests.harness.broker import BrokerProcess
+from tests.harness.broker import broker_for_workload
 from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.spark.test_spark_on_broker_data import MASTER
 
@@ -81,10 +81,8 @@ def _simple_commits(bootstrap: str) -> None:
 
 @pytest.fixture(scope="module")
 def offsets_log(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OffsetsLog]:
-    broker = BrokerProcess(shared_zookeeper.connect_string_with_chroot(f"spark-offsets-{uuid.uuid4().hex[:12]}"), 0,
-                           tmp_path_factory.mktemp("offsets-broker"), {"offsets.topic.num.partitions": "5"})
-    broker.start()
-    try:
+    with broker_for_workload(shared_zookeeper.connect_string_with_chroot(f"spark-offsets-{uuid.uuid4().hex[:12]}"),
+                             tmp_path_factory.mktemp("offsets-broker"), {"offsets.topic.num.partitions": "5"}) as broker:
         broker.create_topic(TOPIC, len(RECORDS))
         _produce(broker.bootstrap)
         _member_commits(broker.bootstrap, MEMBER_GROUP, MEMBER_COMMITS)
@@ -93,12 +91,6 @@ def offsets_log(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.Temp
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for future in admin.delete_consumer_groups([DELETED_GROUP], request_timeout=30).values():
             future.result(30)
-    except BaseException:
-        print(f"--- broker log ({broker.log_path}) ---\n{broker.log_tail(200)}")
-        raise
-    finally:
-        exit_code = broker.stop()
-    assert exit_code == 0, broker.log_tail(100)
     yield OffsetsLog(broker.log_dir)
     shutil.rmtree(broker.dir, ignore_errors=True)
 

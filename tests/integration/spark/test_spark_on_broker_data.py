@@ -33,7 +33,7 @@ from spark_jobs import export, topic_stats, verify
 from spark_jobs.planner import plan
 from spark_jobs.read_options import parse_options
 from spark_jobs.segment_reader import SplitReader
-from tests.harness.broker import BrokerProcess
+from tests.harness.broker import BrokerProcess, broker_for_workload
 from tests.harness.zookeeper import ZooKeeperServer
 from tests.unit.spark.spark_read_helpers import row_view
 
@@ -191,19 +191,10 @@ def _produce_everything(broker: BrokerProcess) -> tuple[list[Sent], dict[str, se
 @pytest.fixture(scope="module")
 def produced(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerData]:
     """The log dir of a stopped broker, and every record produced into it."""
-    broker = BrokerProcess(shared_zookeeper.connect_string_with_chroot(f"spark-{uuid.uuid4().hex[:12]}"), 0,
-                           tmp_path_factory.mktemp("broker-data"), BROKER_OVERRIDES)
-    broker.start()
-    try:
+    with broker_for_workload(shared_zookeeper.connect_string_with_chroot(f"spark-{uuid.uuid4().hex[:12]}"),
+                             tmp_path_factory.mktemp("broker-data"), BROKER_OVERRIDES) as broker:
         sent, codecs = _produce_everything(broker)
-    except BaseException:
-        print(f"--- broker log ({broker.log_path}) ---\n{broker.log_tail(200)}")
-        raise
-    finally:
-        exit_code = broker.stop()
-    assert exit_code == 0, broker.log_tail(100)
-    data = BrokerData(broker.log_dir, sent, codecs)
-    yield data
+    yield BrokerData(broker.log_dir, sent, codecs)
     shutil.rmtree(broker.dir, ignore_errors=True)
 
 
