@@ -1,10 +1,8 @@
 """KafkaApis: routes each request to its registered handler (Kafka's KafkaApis.handle).
 
 Handlers live in ``broker.handlers`` and register by API key. This module only dispatches
-and turns a handler's typed failure into the API's error response: ``KafkaApiError``
-carries the error code, storage errors name theirs in ``error_name``, coordination errors in
-``kafka_error``. A registered
-``error_response`` builder answers with the error on every topic/partition; without one, a
+and turns a handler's typed failure (``broker.errors``) into the API's error response. A
+registered ``error_response`` builder answers with the error on every topic/partition; without one, a
 response with a top-level ``error_code`` is sent; anything else closes the connection.
 """
 
@@ -13,13 +11,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Protocol
 
+from broker.errors import TYPED_FAILURES, error_of
 from broker.handlers import ERROR_RESPONSES, HANDLERS
 from broker.network.api_version_manager import ApiVersionManager
 from broker.network.request_channel import Request, Response
 from protocol.api_keys import ApiKey, response_class
-from protocol.errors import Errors, KafkaApiError
-from coordination.errors import CoordinationError
-from storage.errors import StorageError
+from protocol.errors import Errors
 
 if TYPE_CHECKING:
     from broker.services import BrokerServices
@@ -29,17 +26,6 @@ log = logging.getLogger(__name__)
 
 class HasServices(Protocol):
     services: BrokerServices | None  # set once the server has built its components
-
-
-def error_of(exc: BaseException) -> Errors | None:
-    """The Kafka error code a typed failure stands for, None if it is not a typed failure."""
-    if isinstance(exc, KafkaApiError):
-        return exc.error
-    if isinstance(exc, StorageError):
-        return Errors[exc.error_name]
-    if isinstance(exc, CoordinationError):
-        return Errors[exc.kafka_error]
-    return None
 
 
 class KafkaApis:
@@ -59,7 +45,7 @@ class KafkaApis:
         assert services is not None, "requests are served only after startup built the services"
         try:
             return await handler(services, request)
-        except (KafkaApiError, StorageError, CoordinationError) as exc:
+        except TYPED_FAILURES as exc:
             error = error_of(exc)
             assert error is not None
             log.debug("Request %r failed: %s", request.header, exc)

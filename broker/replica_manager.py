@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.delayed_operation import DelayedOperationPurgatory
 from broker.delayed_produce import DelayedProduce
-from broker.kafka_apis import error_of
+from broker.errors import error_of
 from broker.partition import NO_EPOCH, Partition, now_ms
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import LeaderAndIsrResponse, ProduceResponse, StopReplicaResponse

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.fetch_session import FetchSessionCache
 
 if TYPE_CHECKING:
+    from broker.admin.dynamic_broker_config import DynamicBrokerConfig
     from broker.config import KafkaConfig
     from broker.coordinator.group.group_coordinator import GroupCoordinator
     from broker.metadata_cache import MetadataCache
@@ -56,5 +57,5 @@ class BrokerServices:
     broker_epoch: int = -1
     # The classic group coordinator (set at startup; None until then).
     group_coordinator: GroupCoordinator | None = None
-    # Free-form slots for later issues (group coordinator, ...), by name.
-    extras: dict[str, Any] = field(default_factory=dict)
+    # The live, layered broker config (static + dynamic from ZooKeeper), set at startup.
+    dynamic_config: DynamicBrokerConfig | None = None

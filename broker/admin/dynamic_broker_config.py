@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SERVICES_KEY = "dynamic_broker_config"  # BrokerServices.extras slot of the live instance
 
 # Broker keys that supply topic defaults (Kafka's DynamicLogConfig: the primary synonym of
 # each topic config, except the message format version).
@@ -157,10 +156,9 @@ def _reason(exc: ConfigError) -> str:
 
 async def current_dynamic_config(services: BrokerServices) -> DynamicBrokerConfig:
     """The broker's layered config: the live one when the server keeps it in
-    `extras["dynamic_broker_config"]`, else built from the static config and ZooKeeper."""
-    live = services.extras.get(SERVICES_KEY)
-    if isinstance(live, DynamicBrokerConfig):
-        return live
+    `services.dynamic_config`, else built from the static config and ZooKeeper."""
+    if services.dynamic_config is not None:
+        return services.dynamic_config
     dyn = DynamicBrokerConfig(services.config)
 
     def load() -> tuple[dict[str, str], dict[str, str]]:
@@ -173,10 +171,10 @@ async def current_dynamic_config(services: BrokerServices) -> DynamicBrokerConfi
 
 def install(services: BrokerServices) -> DynamicBrokerConfig:
     """Blocking (ZooKeeper reads): snapshot the static config, load this broker's and the
-    cluster-wide dynamic configs, apply them and keep the result in `services.extras`. Call at
+    cluster-wide dynamic configs, apply them and keep the result in `services.dynamic_config`. Call at
     startup before the config change listener starts."""
     dyn = DynamicBrokerConfig(services.config)
-    services.extras[SERVICES_KEY] = dyn
+    services.dynamic_config = dyn
     for entity in (DEFAULT_ENTITY, str(services.broker_id)):
         on_broker_config_change(services, entity, services.zk.get_entity_config("brokers", entity))
     return dyn
@@ -185,8 +183,8 @@ def install(services: BrokerServices) -> DynamicBrokerConfig:
 def on_broker_config_change(services: BrokerServices, entity_name: str, config: Mapping[str, str]) -> None:
     """The config change listener's handler for `brokers/<entity_name>`: update the live
     KafkaConfig and, when a topic default changed, every log's config."""
-    dyn = services.extras.get(SERVICES_KEY)
-    if not isinstance(dyn, DynamicBrokerConfig):
+    dyn = services.dynamic_config
+    if dyn is None:
         return
     changed = dyn.apply(entity_name, config)
     if changed & _TOPIC_DEFAULT_KEYS:

@@ -22,7 +22,7 @@ from broker.admin.config_ops import (
     resource_type,
 )
 from broker.admin.dynamic_broker_config import DynamicConfigError, current_dynamic_config
-from broker.admin.errors import api_error
+from broker.errors import api_error
 from broker.admin.topic_configs import TOPIC_CONFIG_DEFS, TopicConfigError, to_config_string, validate_topic_config
 from broker.config_defs import CONFIG_KEYS, ConfigType
 from broker.handlers import handles

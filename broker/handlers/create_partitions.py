@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from broker.admin.errors import api_error
+from broker.errors import api_error
 from broker.admin.topic_validation import check_partition_increase
 from broker.admin.waiting import missing_leaders, respond_when
 from broker.handlers import handles

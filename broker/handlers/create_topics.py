@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 from broker.admin.config_describer import describe_topic
-from broker.admin.errors import api_error
+from broker.errors import api_error
 from broker.admin.topic_configs import TopicConfigError, validate_topic_config
 from broker.admin.topic_validation import check_new_topic
 from broker.admin.dynamic_broker_config import current_dynamic_config

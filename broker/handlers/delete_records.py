@@ -4,7 +4,7 @@ follower fetching yet, the answer is sent once the leader applied it.
 """
 from __future__ import annotations
 
-from broker.admin.errors import api_error
+from broker.errors import api_error
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices

@@ -4,7 +4,7 @@ deletion in ZooKeeper, then wait (up to timeout_ms) until they are gone from the
 """
 from __future__ import annotations
 
-from broker.admin.errors import api_error
+from broker.errors import api_error
 from broker.admin.waiting import respond_when
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response

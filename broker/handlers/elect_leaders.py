@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from broker.admin.errors import api_error
+from broker.errors import api_error
 from broker.admin.waiting import controller_result, respond_when
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers import handles
-from broker.kafka_apis import error_of
+from broker.errors import error_of
 from broker.network.request_channel import Request, Response
 from broker.partition import Partition
 from broker.services import BrokerServices

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers import handles
-from broker.kafka_apis import error_of
+from broker.errors import error_of
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey

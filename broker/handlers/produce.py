@@ -12,7 +12,7 @@ from typing import Any
 
 from broker.delayed_produce import DelayedProduce
 from broker.handlers import handles
-from broker.kafka_apis import error_of
+from broker.errors import error_of
 from broker.produce_validator import RecordValidationError, validate_records
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices

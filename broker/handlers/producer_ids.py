@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from broker.handlers import handles
-from broker.kafka_apis import error_of
+from broker.errors import error_of
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.admin.dynamic_broker_config import SERVICES_KEY, current_dynamic_config, install
+from broker.admin.dynamic_broker_config import current_dynamic_config, install
 from broker.config import KafkaConfig
 from coordination.kafka_zk_client import KafkaZkClient
 from storage.log_config import broker_defaults
@@ -27,9 +27,9 @@ def test_install_applies_stored_dynamic_configs(zk_connect: str, tmp_path: Path)
         log_manager.default_config = broker_defaults(config.values())
         log_manager.startup()
         topic_log = log_manager.get_or_create_log("t", 0)
-        services = SimpleNamespace(config=config, broker_id=1, zk=zk, log_manager=log_manager, extras={})
+        services = SimpleNamespace(config=config, broker_id=1, zk=zk, log_manager=log_manager, dynamic_config=None)
         dyn = install(services)  # type: ignore[arg-type]
-        assert services.extras[SERVICES_KEY] is dyn
+        assert services.dynamic_config is dyn
         assert (config.num_io_threads, config.log_retention_bytes) == (5, 1000)
         assert topic_log.config.retention_bytes == 1000
         assert (dyn.per_broker, dyn.defaults) == ({"num.io.threads": "5"},

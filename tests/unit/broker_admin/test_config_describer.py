@@ -96,7 +96,7 @@ def test_apply_updates_the_live_config_and_falls_back_to_static() -> None:
 def test_broker_config_change_reaches_the_logs(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from types import SimpleNamespace
 
-    from broker.admin.dynamic_broker_config import SERVICES_KEY, on_broker_config_change
+    from broker.admin.dynamic_broker_config import on_broker_config_change
     from storage.log_config import broker_defaults
     from storage.log_manager import LogManager
 
@@ -107,7 +107,7 @@ def test_broker_config_change_reaches_the_logs(tmp_path) -> None:  # type: ignor
         plain = log_manager.get_or_create_log("plain", 0)
         tuned = log_manager.get_or_create_log("tuned", 0, {"retention.bytes": "7"})
         services = SimpleNamespace(config=config, log_manager=log_manager,
-                                   extras={SERVICES_KEY: DynamicBrokerConfig(config)})
+                                   dynamic_config=DynamicBrokerConfig(config))
         on_broker_config_change(services, "<default>", {"log.retention.bytes": "1000"})  # type: ignore[arg-type]
         assert config.log_retention_bytes == 1000
         assert plain.config.retention_bytes == 1000
