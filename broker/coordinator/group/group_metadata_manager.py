@@ -23,6 +23,7 @@ from broker.coordinator.group.group_metadata import (
     TopicPartition,
     now_ms,
 )
+from broker.coordinator.internal_topic import InternalTopicPartitions, replay_partition_log
 from protocol import consumer_offsets_records as records
 from protocol.errors import Errors, KafkaApiError
 from protocol.exceptions import ProtocolError
@@ -75,24 +76,6 @@ class GroupConfig:
             offsets_retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
             offset_commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
         )
-
-
-def java_string_hash(value: str) -> int:
-    """Java's String.hashCode: over UTF-16 code units, 32-bit signed overflow."""
-    data = value.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0 rather than staying negative."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    return kafka_abs(java_string_hash(group_id)) % partitions
 
 
 def group_store_error(error: Errors) -> Errors:
@@ -215,19 +198,7 @@ class LoadedPartition:
 def read_partition_log(tp_log: Any, buffer_size: int) -> LoadedPartition:
     """Blocking: replay a partition's log from its start to its current end."""
     loaded = LoadedPartition()
-    offset, end = tp_log.log_start_offset, tp_log.log_end_offset
-    while offset < end:
-        info = tp_log.read(offset, buffer_size, min_one_message=True, max_offset=end)
-        buf = info.records.read_bytes() if len(info.records) else b""
-        if not buf:
-            break
-        last = offset
-        for _pos, header in iter_log_entries(buf):
-            last = header.next_offset
-        loaded.apply(buf)
-        if last <= offset:
-            break
-        offset = last
+    replay_partition_log(tp_log, buffer_size, loaded.apply)
     return loaded
 
 
@@ -242,21 +213,12 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.owned_partitions: set[int] = set()
         self.loading_partitions: dict[int, int] = {}  # partition -> leader epoch being loaded
-        self._partition_count: int | None = None
+        self._partitions = InternalTopicPartitions(GROUP_METADATA_TOPIC, metadata_cache,
+                                                   config.offsets_topic_num_partitions)
 
     # --- partitioning ---------------------------------------------------------------------------
-    @property
-    def partition_count(self) -> int:
-        """The topic's real partition count once it exists, the configured one before."""
-        if self._partition_count is None:
-            existing = len(self.metadata_cache.topic_partitions(GROUP_METADATA_TOPIC))
-            if existing:
-                self._partition_count = existing
-            return existing or self.config.offsets_topic_num_partitions
-        return self._partition_count
-
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.partition_count)
+        return self._partitions.partition_for(group_id)
 
     def is_partition_owned(self, partition: int) -> bool:
         return partition in self.owned_partitions
