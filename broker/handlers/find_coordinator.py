@@ -38,8 +38,7 @@ def _response(version: int, results: list[tuple[str, Errors, tuple[int, str, int
     if version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
             FindCoordinatorResponse.Coordinator(key=key, node_id=node[0], host=node[1], port=node[2],
-                                                error_code=int(error),
-                                                error_message=None if error is Errors.NONE else error_message(error))
+                                                error_code=int(error), error_message="")  # as Kafka: no message
             for key, error, node in results])
     _key, error, node = results[0]
     fields: dict[str, Any] = {"error_code": int(error), "node_id": node[0], "host": node[1], "port": node[2]}
