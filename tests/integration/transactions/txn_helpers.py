@@ -104,3 +104,20 @@ def list_transactions(broker: BrokerProcess, states: list[str] | None = None, pr
     fields: dict[str, Any] = {"duration_filter": duration_ms} if version >= 1 else {}
     return broker.request(ApiKey.LIST_TRANSACTIONS, version, ListTransactionsRequest(
         state_filters=states or [], producer_id_filters=producer_ids or [], **fields))
+
+
+def produce_transactional(broker: BrokerProcess, transactional_id: str, producer_id: int, producer_epoch: int,
+                          topic: str, partition: int, values: list[bytes], base_sequence: int = 0) -> Errors:
+    """One transactional batch (acks=all), as a transactional producer sends it after AddPartitionsToTxn."""
+    from protocol.messages import ProduceRequest
+    from protocol.records.builder import RecordBatchBuilder
+
+    builder = RecordBatchBuilder(magic=2, producer_id=producer_id, producer_epoch=producer_epoch,
+                                 base_sequence=base_sequence, is_transactional=True)
+    for i, value in enumerate(values):
+        builder.append(1_700_000_000_000 + i, None, value)
+    request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=10000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.PartitionProduceData(index=partition, records=builder.build())])])
+    response = broker.request(ApiKey.PRODUCE, 9, request)
+    return Errors(response.responses[0].partition_responses[0].error_code)
