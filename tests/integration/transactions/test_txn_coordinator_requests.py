@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from tests.harness.broker import BrokerProcess
 from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.transactions.txn_helpers import (
+    add_offsets,
     add_partitions,
     begin,
     describe,
@@ -111,6 +114,19 @@ def test_add_partitions_errors(broker: BrokerProcess, topic: str) -> None:
     assert [(t.topic, sorted(t.partitions)) for t in state.topics] == [(topic, [0, 1])]
 
 
+def test_add_offsets_adds_the_groups_offsets_partition(broker: BrokerProcess) -> None:
+    from broker.coordinator.internal_topic import partition_for
+
+    txn, group = unique("t"), unique("g")
+    pid, epoch = begin(broker, txn)
+    assert add_offsets(broker, txn, pid, epoch + 1, group) == Errors.PRODUCER_FENCED
+    assert add_offsets(broker, txn, pid, epoch + 1, group, version=1) == Errors.INVALID_PRODUCER_EPOCH
+    assert add_offsets(broker, txn, pid, epoch, group) == Errors.NONE
+    state = describe(broker, txn)
+    assert [(t.topic, list(t.partitions)) for t in state.topics] == [
+        ("__consumer_offsets", [partition_for(group, 50)])]
+
+
 def test_verify_only_requests_from_partition_leaders(broker: BrokerProcess, topic: str) -> None:
     txn = unique("t")
     pid, epoch = begin(broker, txn)
@@ -198,15 +214,13 @@ def test_broker_keeps_serving_after_bad_transaction_requests(broker: BrokerProce
     assert add_partitions(broker, txn, pid, epoch, [(topic, 0)]) == {(topic, 0): Errors.NONE}
 
 
-def test_the_coordinator_s_log_decodes_with_kafkas_schemas(broker: BrokerProcess, topic: str) -> None:
-    """What the coordinator wrote, read back from the segment files with TransactionLogKey/Value."""
+def _logged_values(broker: BrokerProcess, txn: str) -> list[Any]:
+    """Every value (None for a tombstone) the coordinator wrote for ``txn``, read back from the segment
+    files with TransactionLogKey/Value."""
     from broker.coordinator.internal_topic import partition_for
     from protocol import transaction_log_records as records
     from protocol.records.log_entry import decode_entry_records, iter_log_entries
 
-    txn = unique("t")
-    pid, epoch = begin(broker, txn)
-    add_partitions(broker, txn, pid, epoch, [(topic, 0), (topic, 1)])
     directory = broker.log_dir / f"__transaction_state-{partition_for(txn, TXN_PARTITIONS)}"
     values = []
     for segment in sorted(directory.glob("*.log")):
@@ -215,8 +229,34 @@ def test_the_coordinator_s_log_decodes_with_kafkas_schemas(broker: BrokerProcess
             for record in decode_entry_records(data, pos):
                 key = records.decode_key(bytes(record.key))
                 if key is not None and key.transactional_id == txn:
-                    values.append(records.decode_value(bytes(record.value)))
+                    values.append(None if record.value is None else records.decode_value(bytes(record.value)))
+    return values
+
+
+def test_the_coordinator_s_log_decodes_with_kafkas_schemas(broker: BrokerProcess, topic: str) -> None:
+    from protocol.transaction_log_records import PartitionsSchema
+
+    txn = unique("t")
+    pid, epoch = begin(broker, txn)
+    add_partitions(broker, txn, pid, epoch, [(topic, 0), (topic, 1)])
+    values = _logged_values(broker, txn)
     assert [(v.version, v.producer_id, v.producer_epoch, v.transaction_status) for v in values] == [
         (0, pid, epoch, 0), (0, pid, epoch, 1)]
     assert values[0].transaction_partitions is None
-    assert values[1].transaction_partitions == [records.PartitionsSchema(topic, [0, 1])]
+    assert values[1].transaction_partitions == [PartitionsSchema(topic, [0, 1])]
+
+
+def test_idle_transactional_ids_expire(zk_connect: str, tmp_path: Path) -> None:
+    """transactional.id.expiration.ms: a tombstone, then the id is unknown and starts over."""
+    process = BrokerProcess(zk_connect, 0, tmp_path, {
+        **OVERRIDES, "transactional.id.expiration.ms": "500",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "200"})
+    with process:
+        txn = unique("t")
+        wait_for_coordinator(process, txn)
+        pid, _epoch = begin(process, txn)
+        wait_for(lambda: describe(process, txn).error_code == Errors.TRANSACTIONAL_ID_NOT_FOUND,
+                 "the idle transactional id to expire")
+        fresh_pid, fresh_epoch = begin(process, txn)
+        assert fresh_pid != pid and fresh_epoch == 0
+        assert [v if v is None else v.producer_id for v in _logged_values(process, txn)][:3] == [pid, None, fresh_pid]

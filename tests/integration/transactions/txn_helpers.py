@@ -121,3 +121,12 @@ def produce_transactional(broker: BrokerProcess, transactional_id: str, producer
             ProduceRequest.PartitionProduceData(index=partition, records=builder.build())])])
     response = broker.request(ApiKey.PRODUCE, 9, request)
     return Errors(response.responses[0].partition_responses[0].error_code)
+
+
+def add_offsets(broker: BrokerProcess, transactional_id: str, producer_id: int, producer_epoch: int, group: str,
+                version: int = 3) -> Errors:
+    from protocol.messages import AddOffsetsToTxnRequest
+
+    return Errors(broker.request(ApiKey.ADD_OFFSETS_TO_TXN, version, AddOffsetsToTxnRequest(
+        transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+        group_id=group)).error_code)
