@@ -48,6 +48,7 @@ from protocol.messages import ControlledShutdownRequest
 from storage.log_config import broker_defaults
 from storage.log_manager import LogManager
 from storage.meta_properties import read_meta_properties
+from storage.producer_state import ProducerStateManagerConfig
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,9 @@ class KafkaServer:
             flush_recovery_offset_checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
             flush_start_offset_checkpoint_interval_ms=config.log_flush_start_offset_checkpoint_interval_ms,
             high_watermark_checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
-            producer_id_expiration_ms=config.producer_id_expiration_ms,
+            producer_state_config=ProducerStateManagerConfig(
+                config.producer_id_expiration_ms, config.get("transaction.partition.verification.enable")),
+            producer_id_expiration_check_interval_ms=config.get("producer.id.expiration.check.interval.ms"),
         )
         await loop.run_in_executor(None, log_manager.startup, broker_id, cluster_id)
         self.log_manager = log_manager
