@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from broker import handlers
+from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.admin import dynamic_broker_config
 from broker.config import KafkaConfig
 from broker.coordinator.group.group_coordinator import GroupCoordinator
@@ -140,6 +141,11 @@ class KafkaServer:
             api_version_manager=api_versions,
             fetch_session_cache=FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")),
         )
+        add_partitions = AddPartitionsToTxnManager(
+            broker_id, metadata_cache, config.inter_broker_listener_name,
+            config.transaction_state_log_num_partitions, config.get("request.timeout.ms") / 1000)
+        replica_manager.add_partitions_to_txn_manager = add_partitions
+        self.services.add_partitions_to_txn_manager = add_partitions
         group_coordinator = GroupCoordinator(broker_id, GroupConfig.from_broker_config(config), replica_manager,
                                              metadata_cache, pool.run_blocking)
         replica_manager.leadership_listeners.append(group_coordinator.on_leadership_change)
@@ -258,6 +264,8 @@ class KafkaServer:
         if self.socket_server is not None:
             self.socket_server.shutdown()
         await self._stop_replication(services.replica_manager)  # before the pool its appends run on
+        if services.add_partitions_to_txn_manager is not None:
+            await services.add_partitions_to_txn_manager.shutdown()
         await services.pool.shutdown()
         if services.group_coordinator is not None:
             services.group_coordinator.shutdown()
