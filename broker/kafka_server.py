@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker import handlers
+from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.admin import dynamic_broker_config
 from broker.config import KafkaConfig
 from broker.coordinator.group.group_coordinator import GroupCoordinator
@@ -51,6 +52,7 @@ from protocol.messages import ControlledShutdownRequest
 from storage.log_config import broker_defaults
 from storage.log_manager import LogManager
 from storage.meta_properties import read_meta_properties
+from storage.producer_state import ProducerStateManagerConfig
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +108,9 @@ class KafkaServer:
             flush_recovery_offset_checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
             flush_start_offset_checkpoint_interval_ms=config.log_flush_start_offset_checkpoint_interval_ms,
             high_watermark_checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
-            producer_id_expiration_ms=config.producer_id_expiration_ms,
+            producer_state_config=ProducerStateManagerConfig(
+                config.producer_id_expiration_ms, config.get("transaction.partition.verification.enable")),
+            producer_id_expiration_check_interval_ms=config.get("producer.id.expiration.check.interval.ms"),
         )
         await loop.run_in_executor(None, log_manager.startup, broker_id, cluster_id)
         self.log_manager = log_manager
@@ -140,6 +144,11 @@ class KafkaServer:
             api_version_manager=api_versions,
             fetch_session_cache=FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")),
         )
+        add_partitions = AddPartitionsToTxnManager(
+            broker_id, metadata_cache, config.inter_broker_listener_name,
+            config.transaction_state_log_num_partitions, config.get("request.timeout.ms") / 1000)
+        replica_manager.add_partitions_to_txn_manager = add_partitions
+        self.services.add_partitions_to_txn_manager = add_partitions
         group_coordinator = GroupCoordinator(broker_id, GroupConfig.from_broker_config(config), replica_manager,
                                              metadata_cache, pool.run_blocking)
         replica_manager.leadership_listeners.append(group_coordinator.on_leadership_change)
@@ -274,6 +283,8 @@ class KafkaServer:
         if self.socket_server is not None:
             self.socket_server.shutdown()
         await self._stop_replication(services.replica_manager)  # before the pool its appends run on
+        if services.add_partitions_to_txn_manager is not None:
+            await services.add_partitions_to_txn_manager.shutdown()
         await services.pool.shutdown()
         if services.group_coordinator is not None:
             services.group_coordinator.shutdown()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from broker.fetch_session import FetchSessionCache
 
 if TYPE_CHECKING:
+    from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from broker.admin.dynamic_broker_config import DynamicBrokerConfig
     from broker.config import KafkaConfig
     from broker.coordinator.group.group_coordinator import GroupCoordinator
@@ -62,3 +63,5 @@ class BrokerServices:
     transaction_coordinator: TransactionCoordinator | None = None
     # The live, layered broker config (static + dynamic from ZooKeeper), set at startup.
     dynamic_config: DynamicBrokerConfig | None = None
+    # KIP-890: asks transaction coordinators whether partitions are in a transaction (set at startup).
+    add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None

@@ -1,8 +1,9 @@
 """Shared by the group handlers: finding the coordinator and answering once a wait is over.
 
-JoinGroup, SyncGroup and OffsetCommit may wait (for a rebalance, for replication); like the
-produce purgatory, the handler returns None and the answer is sent when the wait ends, so a
-waiting member does not occupy a request handler.
+JoinGroup, SyncGroup and OffsetCommit may wait (for a rebalance, for replication), and so may
+WriteTxnMarkers, TxnOffsetCommit and a Produce being verified with its transaction coordinator;
+like the produce purgatory, the handler returns None and the answer is sent when the wait ends,
+so a waiting request does not occupy a request handler.
 """
 
 from __future__ import annotations
@@ -52,16 +53,35 @@ def respond_later(services: BrokerServices, request: Request, awaitable: Awaitab
 
     if future.done():
         return respond(future)
+    _send_when_done(services, request, future, respond)
+    return None
 
+
+def complete_later(services: BrokerServices, request: Request, awaitable: Awaitable[Response | None]) -> None:
+    """Finish handling a request without holding a handler (the produce path while a transaction is
+    verified); the Response it ends with is sent, None means it arranged its own answer."""
+    def respond(done: asyncio.Future[Response | None]) -> Response | None:
+        try:
+            return done.result()
+        except Exception:
+            log.exception("Closing connection %s: failed to complete %r", request.connection_id, request.header)
+            return Response.close(request)
+
+    _send_when_done(services, request, asyncio.ensure_future(awaitable), respond)
+
+
+def _send_when_done(services: BrokerServices, request: Request, future: asyncio.Future[T],
+                    respond: Callable[[asyncio.Future[T]], Response | None]) -> None:
     def send(done: asyncio.Future[T]) -> None:
         _waiting.discard(done)
         if done.cancelled():
             return  # the broker is shutting down
         try:
-            services.request_channel.send_response(respond(done))
+            response = respond(done)
+            if response is not None:
+                services.request_channel.send_response(response)
         except Exception:  # the connection or the server went away meanwhile
             log.debug("Dropping the late answer to %r", request.header, exc_info=True)
 
     _waiting.add(future)
     future.add_done_callback(send)
-    return None
