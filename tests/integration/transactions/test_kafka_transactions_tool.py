@@ -1,18 +1,22 @@
 """Kafka's own ``kafka-transactions.sh`` (3.9) against the broker: list, describe, describe-producers and
 find-hanging read what the transaction coordinator and the partition leaders answer; abort writes a
-marker on a partition."""
+marker on a partition; kafka-dump-log decodes the coordinator's __transaction_state."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
+from broker.coordinator.internal_topic import partition_for
 from protocol.errors import Errors
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_cli import kafka_cli
+from tests.harness.waiting import wait_for
 from tests.integration.transactions.txn_helpers import (
     add_partitions,
     begin,
+    describe,
+    end_txn,
     produce_transactional,
     unique,
     wait_for_coordinator,
@@ -55,3 +59,13 @@ def test_kafka_transactions_tool_reads_the_coordinator(broker: BrokerProcess, tm
     tool("abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
     (producer,) = _rows(tool("describe-producers", "--topic", topic, "--partition", "0"))
     assert producer[-1] == "None"  # no transaction open on the partition any more
+
+    # Kafka's DumpLogSegments decodes what the coordinator wrote to __transaction_state.
+    assert end_txn(broker, txn, pid, epoch, commit=False) is Errors.NONE
+    wait_for(lambda: describe(broker, txn).transaction_state == "CompleteAbort", "the abort to complete")
+    (segment,) = (broker.log_dir / f"__transaction_state-{partition_for(txn, 3)}").glob("*.log")
+    dumped = cli.run("kafka-dump-log", ["--files", str(segment), "--transaction-log-decoder"]).stdout
+    payloads = [line.split(" payload: ")[1] for line in dumped.splitlines() if f"transactionalId={txn} payload: " in line]
+    assert [p.split(",")[:3] for p in payloads] == [[f"producerId:{pid}", f"producerEpoch:{epoch}", f"state={state}"]
+                                                    for state in ("Empty", "Ongoing", "PrepareAbort", "CompleteAbort")]
+    assert f"partitions=[{topic}-0]" in payloads[1] and "partitions=[]" in payloads[3]
