@@ -8,34 +8,23 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from tests.harness.broker import BrokerProcess
 from tests.harness.processes import die_with_parent
 from tests.harness.waiting import wait_for
-from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.transactions.txn_helpers import describe, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-OVERRIDES = {"transaction.state.log.num.partitions": "4",
+BROKER_OVERRIDES = {"transaction.state.log.num.partitions": "4",
              "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 
 
 @pytest.fixture(scope="module")
-def broker(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(shared_zookeeper.connect_string_with_chroot(unique("txn-clients")), 0,
-                            tmp_path_factory.mktemp("txn-clients"), OVERRIDES)
-    try:
-        process.start()
-        yield process
-    except BaseException:
-        print(f"--- broker log ---\n{process.log_tail(150)}")
-        raise
-    finally:
-        process.stop()
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    return module_broker
 
 
 def _producer(broker: BrokerProcess, transactional_id: str, **config: object):  # type: ignore[no-untyped-def]

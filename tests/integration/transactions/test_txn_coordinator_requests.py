@@ -4,7 +4,6 @@ own transactional ids and topics."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ from coordination.kafka_zk_client import KafkaZkClient
 from protocol.errors import Errors
 from tests.harness.broker import BrokerProcess
 from tests.harness.waiting import wait_for
-from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.transactions.txn_helpers import (
     add_offsets,
     add_partitions,
@@ -32,25 +30,16 @@ from tests.integration.transactions.txn_helpers import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 TXN_PARTITIONS = 4
-OVERRIDES = {"transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+BROKER_OVERRIDES = {"transaction.state.log.num.partitions": str(TXN_PARTITIONS),
              "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
              "transaction.max.timeout.ms": "300000"}
 TERMINAL_ABORT = ("PrepareAbort", "CompleteAbort")
 
 
 @pytest.fixture(scope="module")
-def broker(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(shared_zookeeper.connect_string_with_chroot(unique("txn")), 0,
-                            tmp_path_factory.mktemp("txn-broker"), OVERRIDES)
-    try:
-        process.start()
-        wait_for_coordinator(process, "warm-up")
-        yield process
-    except BaseException:
-        print(f"--- broker log ---\n{process.log_tail(150)}")
-        raise
-    finally:
-        process.stop()
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    wait_for_coordinator(module_broker, "warm-up")  # __transaction_state exists for every test
+    return module_broker
 
 
 @pytest.fixture
@@ -253,7 +242,7 @@ def test_the_coordinator_s_log_decodes_with_kafkas_schemas(broker: BrokerProcess
 def test_idle_transactional_ids_expire(zk_connect: str, tmp_path: Path) -> None:
     """transactional.id.expiration.ms: a tombstone, then the id is unknown and starts over."""
     process = BrokerProcess(zk_connect, 0, tmp_path, {
-        **OVERRIDES, "transactional.id.expiration.ms": "500",
+        **BROKER_OVERRIDES, "transactional.id.expiration.ms": "500",
         "transaction.remove.expired.transaction.cleanup.interval.ms": "200"})
     with process:
         txn = unique("t")
