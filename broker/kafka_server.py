@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker import handlers
@@ -21,6 +22,8 @@ from broker.admin import dynamic_broker_config
 from broker.config import KafkaConfig
 from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupConfig
+from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from broker.coordinator.transaction.transaction_state_manager import TransactionConfig
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis, RegisteredApiVersionManager
 from broker.metadata_cache import MetadataCache
@@ -44,7 +47,7 @@ from coordination.model import BrokerEndPoint, BrokerInfo, SecurityProtocol
 from coordination.producer_id_manager import ProducerIdManager, allocate_producer_id_block
 from coordination.zk_admin_data import DEFAULT_ENTITY
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaApiError
 from protocol.messages import ControlledShutdownRequest
 from storage.log_config import broker_defaults
 from storage.log_manager import LogManager
@@ -151,6 +154,12 @@ class KafkaServer:
         replica_manager.leadership_listeners.append(group_coordinator.on_leadership_change)
         self.services.group_coordinator = group_coordinator
         group_coordinator.startup()
+        transaction_coordinator = TransactionCoordinator(
+            broker_id, TransactionConfig.from_broker_config(config), replica_manager, metadata_cache,
+            pool.run_blocking, self._producer_id_generator(self.services), config.inter_broker_listener_name)
+        replica_manager.leadership_listeners.append(transaction_coordinator.on_leadership_change)
+        self.services.transaction_coordinator = transaction_coordinator
+        transaction_coordinator.startup()
         await self.socket_server.start()
         pool.start()
 
@@ -163,6 +172,16 @@ class KafkaServer:
         await loop.run_in_executor(None, self.config_listener.start)
         log_manager.start_scheduler()
         log.info("[KafkaServer id=%d] started", broker_id)
+
+    @staticmethod
+    def _producer_id_generator(services: BrokerServices) -> Callable[[], Awaitable[int]]:
+        """New producer ids for the transaction coordinator: a block claim in ZooKeeper runs off the loop."""
+        async def generate() -> int:
+            try:
+                return await services.pool.run_blocking(services.producer_id_manager.generate_producer_id)
+            except CoordinationError as exc:
+                raise KafkaApiError(Errors[exc.kafka_error], str(exc)) from exc
+        return generate
 
     def _start_replication(self, replica_manager: ReplicaManager, broker_id: int,
                            topic_configs: dict[str, dict[str, str]], broker_configs: dict[str, dict[str, str]]
@@ -269,6 +288,8 @@ class KafkaServer:
         await services.pool.shutdown()
         if services.group_coordinator is not None:
             services.group_coordinator.shutdown()
+        if services.transaction_coordinator is not None:
+            await services.transaction_coordinator.shutdown()
         services.replica_manager.shutdown()
         if self.config_listener is not None:
             await loop.run_in_executor(None, self.config_listener.close)

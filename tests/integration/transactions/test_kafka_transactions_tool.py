@@ -1,0 +1,55 @@
+"""Kafka's own ``kafka-transactions.sh`` (3.9) against the broker: list, describe, describe-producers and
+find-hanging read what the transaction coordinator and the partition leaders answer."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from protocol.errors import Errors
+from tests.harness.broker import BrokerProcess
+from tests.harness.kafka_cli import kafka_cli
+from tests.integration.transactions.txn_helpers import (
+    add_partitions,
+    begin,
+    produce_transactional,
+    unique,
+    wait_for_coordinator,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+def _rows(output: str) -> list[list[str]]:
+    """The tool's table (tab-separated, padded) without its header."""
+    return [[cell.strip() for cell in line.split("\t") if cell.strip()] for line in output.splitlines()[1:]
+            if line.strip()]
+
+
+@pytest.mark.parametrize("broker", [{"transaction.state.log.num.partitions": "3"}], indirect=True)
+def test_kafka_transactions_tool_reads_the_coordinator(broker: BrokerProcess, tmp_path: Path) -> None:
+    cli = kafka_cli(tmp_path)
+    topic, txn, idle = unique("orders"), unique("t"), unique("idle")
+    broker.create_topic(topic, 2)
+    wait_for_coordinator(broker, txn)
+    pid, epoch = begin(broker, txn)
+    idle_pid, _ = begin(broker, idle)
+    assert add_partitions(broker, txn, pid, epoch, [(topic, 0)]) == {(topic, 0): Errors.NONE}
+    assert produce_transactional(broker, txn, pid, epoch, topic, 0, [b"a", b"b"]) is Errors.NONE
+
+    def tool(*args: str) -> str:
+        return cli.run("kafka-transactions", ["--bootstrap-server", broker.bootstrap, *args]).stdout
+
+    assert sorted(_rows(tool("list"))) == sorted([[txn, "0", str(pid), "Ongoing"], [idle, "0", str(idle_pid), "Empty"]])
+    # Younger than an hour: only the id that never started a transaction passes (start time -1, as in Kafka).
+    assert [row[0] for row in _rows(tool("list", "--duration-filter", "3600000"))] == [idle]
+    (described,) = _rows(tool("describe", "--transactional-id", txn))
+    assert described[:6] == ["0", txn, str(pid), str(epoch), "Ongoing", "60000"]
+    assert described[-1] == f"{topic}-0"
+    missing = cli.run("kafka-transactions", ["--bootstrap-server", broker.bootstrap, "describe",
+                                             "--transactional-id", unique("missing")], check=False)
+    assert missing.returncode != 0 and "could not be found" in missing.stderr
+    (producer,) = _rows(tool("describe-producers", "--topic", topic, "--partition", "0"))
+    assert (producer[0], producer[1], producer[-1]) == (str(pid), str(epoch), "0")  # the transaction starts at 0
+    # A transaction the coordinator knows and that is younger than the timeout is not hanging.
+    assert _rows(tool("find-hanging", "--broker-id", "0")) == []
