@@ -284,7 +284,7 @@ class Log:
         transaction is already open here (no verification needed), else its pending verification's."""
         with self._lock:
             producers = self.producers
-            if producers.has_ongoing_transaction(producer_id, epoch):
+            if producers.has_ongoing_transaction(producer_id):
                 return SENTINEL_GUARD
             return producers.maybe_create_verification_state_entry(producer_id, sequence, epoch, now_ms()).guard
 

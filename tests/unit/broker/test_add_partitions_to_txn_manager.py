@@ -172,4 +172,4 @@ def test_produce_reports_verification_failures_as_kafka_does() -> None:
                       Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.NOT_COORDINATOR):
         error, message = _verification_failure(retriable)
         assert error is Errors.NOT_ENOUGH_REPLICAS and retriable.name in message
-    assert _verification_failure(Errors.INVALID_PRODUCER_EPOCH)[0] is Errors.INVALID_PRODUCER_EPOCH
+    assert _verification_failure(Errors.INVALID_PRODUCER_EPOCH) == (Errors.INVALID_PRODUCER_EPOCH, None)
