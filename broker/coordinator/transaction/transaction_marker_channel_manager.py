@@ -127,9 +127,9 @@ class TransactionMarkerChannelManager:
         self._queues: dict[int, TxnMarkerQueue] = {}
         self._unknown_broker_queue = TxnMarkerQueue(None)  # leaders not known yet, or not alive
         self._pending: dict[str, PendingCompleteTxn] = {}
-        self._log_append_retries: list[PendingCompleteTxn] = []
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers: set[asyncio.TimerHandle] = set()  # retries waiting for their backoff
         self._wakeup = asyncio.Event()
         self._idle = False  # the sender waits without a timeout: nothing to poll for
         self._runner: asyncio.Task[None] | None = None
@@ -142,6 +142,9 @@ class TransactionMarkerChannelManager:
         tasks = [t for t in (self._runner, *self._tasks, *self._in_flight.values()) if t is not None]
         for task in tasks:
             task.cancel()
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
         await asyncio.gather(*tasks, return_exceptions=True)
         for client in self._clients.values():
             client.close()
@@ -261,9 +264,7 @@ class TransactionMarkerChannelManager:
                       pending.transactional_id, pending.coordinator_epoch, pending.new_metadata.txn_state.state_name)
         elif error is Errors.COORDINATOR_NOT_AVAILABLE:
             log.info("Not available to append the completion of %s; retrying", pending.transactional_id)
-            self._log_append_retries.append(pending)
-            if self._idle:
-                self._wakeup.set()
+            self._after_backoff(self._retry_completion, pending)
         elif error in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS):
             log.info("No longer the coordinator for %s (%s); skip writing its completion to the transaction log",
                      pending.transactional_id, error.name)
@@ -271,10 +272,13 @@ class TransactionMarkerChannelManager:
             log.error("Unexpected error %s while appending to transaction log for %s", error.name,
                       pending.transactional_id)
 
+    def _retry_completion(self, pending: PendingCompleteTxn) -> None:
+        self._spawn(self._try_append_to_log(pending))
+
     # --- the sender ----------------------------------------------------------------------------------------
     async def _run(self) -> None:
         while True:
-            self._idle = not self._unknown_broker_queue and not self._log_append_retries
+            self._idle = not self._unknown_broker_queue
             try:
                 async with asyncio.timeout(None if self._idle else self.retry_backoff_s):
                     await self._wakeup.wait()
@@ -285,9 +289,6 @@ class TransactionMarkerChannelManager:
             self._generate_requests()
 
     def _generate_requests(self) -> None:
-        retries, self._log_append_retries = self._log_append_retries, []
-        for pending in retries:
-            self._spawn(self._try_append_to_log(pending))
         for entry in self._unknown_broker_queue.drain():
             marker = entry.marker
             self.add_txn_markers_to_broker_queue(entry.pending, marker.producer_id, marker.producer_epoch,
@@ -378,7 +379,7 @@ class TransactionMarkerChannelManager:
                         transactional_id, *tp, error.name if error is not None else "no answer for the partition")
                 retry.add(tp)
         if retry:
-            asyncio.get_running_loop().call_later(self.retry_backoff_s, self._requeue, entry, frozenset(retry))
+            self._after_backoff(self._requeue, entry, frozenset(retry))
         else:
             self.maybe_write_txn_completion(transactional_id)
 
@@ -395,6 +396,14 @@ class TransactionMarkerChannelManager:
             metadata.remove_partition(tp)
         except IllegalTransactionStateError as exc:
             log.error("%s", exc)
+
+    def _after_backoff(self, callback: Callable[..., None], *args: Any) -> None:
+        def run() -> None:
+            self._timers.discard(handle)
+            callback(*args)
+
+        handle = asyncio.get_running_loop().call_later(self.retry_backoff_s, run)
+        self._timers.add(handle)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

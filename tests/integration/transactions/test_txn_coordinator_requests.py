@@ -148,8 +148,9 @@ def test_end_txn_state_errors(broker: BrokerProcess, topic: str) -> None:
     assert end_txn(broker, txn, pid, epoch + 1, commit=True) == Errors.PRODUCER_FENCED
     assert end_txn(broker, txn, pid, epoch + 1, commit=True, version=1) == Errors.INVALID_PRODUCER_EPOCH
     assert end_txn(broker, txn, pid, epoch, commit=False) == Errors.NONE
-    assert describe(broker, txn).transaction_state in TERMINAL_ABORT
-    assert end_txn(broker, txn, pid, epoch, commit=True) in (Errors.INVALID_TXN_STATE, Errors.CONCURRENT_TRANSACTIONS)
+    wait_for(lambda: describe(broker, txn).transaction_state == "CompleteAbort", "the abort to complete")
+    assert end_txn(broker, txn, pid, epoch, commit=False) == Errors.NONE  # a retry of the finished abort
+    assert end_txn(broker, txn, pid, epoch, commit=True) == Errors.INVALID_TXN_STATE
 
 
 def test_init_producer_id_fences_an_ongoing_transaction(broker: BrokerProcess, topic: str) -> None:
@@ -161,6 +162,9 @@ def test_init_producer_id_fences_an_ongoing_transaction(broker: BrokerProcess, t
     assert (state.transaction_state in TERMINAL_ABORT, state.producer_epoch) == (True, epoch + 1)
     assert end_txn(broker, txn, pid, epoch, commit=True) == Errors.PRODUCER_FENCED  # the zombie is fenced
     assert end_txn(broker, txn, pid, epoch, commit=True, version=1) == Errors.INVALID_PRODUCER_EPOCH
+    # The new producer retries until the abort is complete, and gets the epoch bumped once more.
+    assert begin(broker, txn) == (pid, epoch + 2)
+    assert describe(broker, txn).transaction_state == "Empty"
 
 
 def test_transactions_older_than_their_timeout_are_aborted_with_a_new_epoch(broker: BrokerProcess,
@@ -170,7 +174,7 @@ def test_transactions_older_than_their_timeout_are_aborted_with_a_new_epoch(brok
     young_pid, young_epoch = begin(broker, young, timeout_ms=300000)
     add_partitions(broker, txn, pid, epoch, [(topic, 0)])
     add_partitions(broker, young, young_pid, young_epoch, [(topic, 1)])
-    aborted = wait_for(lambda: describe(broker, txn).transaction_state in TERMINAL_ABORT and describe(broker, txn),
+    aborted = wait_for(lambda: describe(broker, txn).transaction_state == "CompleteAbort" and describe(broker, txn),
                        "the timed-out transaction to be aborted")
     assert aborted.producer_epoch == epoch + 1
     assert describe(broker, young).transaction_state == "Ongoing"

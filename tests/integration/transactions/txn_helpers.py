@@ -1,6 +1,7 @@
 """Raw transaction requests for the transaction coordinator's integration tests (real broker processes)."""
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -114,8 +115,9 @@ def produce_transactional(broker: BrokerProcess, transactional_id: str, producer
 
     builder = RecordBatchBuilder(magic=2, producer_id=producer_id, producer_epoch=producer_epoch,
                                  base_sequence=base_sequence, is_transactional=True)
-    for i, value in enumerate(values):
-        builder.append(1_700_000_000_000 + i, None, value)
+    now = int(time.time() * 1000)  # an old timestamp would make the marker roll a new segment
+    for value in values:
+        builder.append(now, None, value)
     request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=10000, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.PartitionProduceData(index=partition, records=builder.build())])])
