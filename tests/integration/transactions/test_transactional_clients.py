@@ -8,7 +8,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 
