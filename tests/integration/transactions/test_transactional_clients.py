@@ -222,3 +222,41 @@ def test_transactional_producer_commits_aborts_and_commits_offsets(broker: Broke
         assert CONSUMERS[reader](broker.bootstrap, topic, "read_committed") == sorted(COMMITTED), reader
     uncommitted = consume_confluent(broker.bootstrap, topic, "read_uncommitted")
     assert set(COMMITTED + ABORTED) <= set(uncommitted) <= set(COMMITTED + ABORTED + [b"unflushed"])
+
+
+def test_writes_outside_the_transaction_are_refused_as_kafka_3_9_does(broker: BrokerProcess) -> None:
+    """KIP-890 with the real coordinator, raw: a partition (or a group's offsets partition) not added to
+    the transaction is refused with INVALID_TXN_STATE, or TRANSACTION_ABORTABLE for the versions that
+    know it (Produce v11, TxnOffsetCommit v4) -- the codes a Kafka 3.9 broker answered side by side."""
+    from protocol.errors import Errors
+    from protocol.messages import ProduceRequest, TxnOffsetCommitRequest
+    from protocol.records.builder import RecordBatchBuilder
+    from tests.integration.transactions.txn_helpers import add_offsets, add_partitions, begin, wait_for_coordinator
+
+    topic, _, group = _names(broker, "raw")
+    transactional_id = f"tx-{group}"
+    wait_for_coordinator(broker, transactional_id)
+    pid, epoch = begin(broker, transactional_id)
+
+    def produce(version: int) -> int:
+        builder = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True)
+        builder.append(int(time.time() * 1000), None, b"v")
+        request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=10000, topic_data=[
+            ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=builder.build())])])
+        return broker.request(ApiKey.PRODUCE, version, request).responses[0].partition_responses[0].error_code
+
+    def commit_offsets(version: int) -> int:
+        request = TxnOffsetCommitRequest(
+            transactional_id=transactional_id, group_id=group, producer_id=pid, producer_epoch=epoch,
+            generation_id=-1, member_id="", group_instance_id=None, topics=[
+                TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=topic, partitions=[
+                    TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")])])
+        return broker.request(ApiKey.TXN_OFFSET_COMMIT, version, request, timeout=15.0).topics[0].partitions[0].error_code
+
+    assert [produce(v) for v in (9, 10, 11)] == [Errors.INVALID_TXN_STATE] * 2 + [Errors.TRANSACTION_ABORTABLE]
+    assert [commit_offsets(v) for v in (3, 4)] == [Errors.INVALID_TXN_STATE, Errors.TRANSACTION_ABORTABLE]
+    assert add_partitions(broker, transactional_id, pid, epoch, [(topic, 0)]) == {(topic, 0): Errors.NONE}
+    assert add_offsets(broker, transactional_id, pid, epoch, group) is Errors.NONE
+    assert (produce(9), commit_offsets(3)) == (Errors.NONE, Errors.NONE)
