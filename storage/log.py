@@ -47,6 +47,7 @@ from storage.producer_state import (
     CompletedTxn,
     ProducerAppendInfo,
     ProducerStateManager,
+    ProducerStateEntry,
     ProducerStateManagerConfig,
     VerificationGuard,
 )
@@ -284,7 +285,7 @@ class Log:
         transaction is already open here (no verification needed), else its pending verification's."""
         with self._lock:
             producers = self.producers
-            if producers.has_ongoing_transaction(producer_id, epoch):
+            if producers.has_ongoing_transaction(producer_id):
                 return SENTINEL_GUARD
             return producers.maybe_create_verification_state_entry(producer_id, sequence, epoch, now_ms()).guard
 
@@ -576,6 +577,12 @@ class Log:
             keep_from = min(below_recovery.base_offset if below_recovery else self._recovery_point, two_segments)
             self.producers.delete_snapshots_before(keep_from)
             return keep_from
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """A copy of every tracked producer's state by id (DescribeProducers), taken under the lock
+        appends on other threads also hold."""
+        with self._lock:
+            return [self.producers.producers[pid].copy() for pid in sorted(self.producers.producers)]
 
     def remove_expired_producers(self, now: int) -> None:
         """Forget producers idle for producer.id.expiration.ms with no open transaction."""

@@ -175,7 +175,7 @@ def analyze_producer_state(
                     return updated, completed, duplicate
         if header.is_transactional and origin is not AppendOrigin.REPLICATION and not header.is_control \
                 and producers.config.transaction_verification_enabled \
-                and not producers.has_ongoing_transaction(header.producer_id, header.producer_epoch) \
+                and not producers.has_ongoing_transaction(header.producer_id) \
                 and not producers.verification_guard(header.producer_id).verify(verification_guard):
             raise InvalidTxnStateError(
                 f"record of producer {header.producer_id} to {producers.topic_partition} was not part of an "

@@ -408,10 +408,11 @@ class ProducerStateManager:
         self.map_end_offset = offset
 
     # --- transactions -----------------------------------------------------------------------
-    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        """Whatever its epoch, as Kafka 3.9's UnifiedLog.hasOngoingTransaction (a batch of another
+        epoch then meets the epoch and sequence checks instead of a verification)."""
         entry = self.producers.get(producer_id)
-        return entry is not None and entry.current_txn_first_offset is not None and \
-            entry.producer_epoch == producer_epoch
+        return entry is not None and entry.current_txn_first_offset is not None
 
     def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,
                                               now_ms: int) -> VerificationStateEntry:

@@ -18,12 +18,14 @@ from protocol.errors import Errors, KafkaApiError
 from protocol.messages import Message
 
 if TYPE_CHECKING:
+    from broker.coordinator.group.group_metadata import OffsetAndMetadata
     from broker.coordinator.group.group_coordinator import GroupCoordinator
     from broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+TopicPartition = tuple[str, int]
 _waiting: set[asyncio.Future[Any]] = set()
 
 
@@ -37,6 +39,26 @@ def group_coordinator(services: BrokerServices) -> GroupCoordinator:
 def client_host(request: Request) -> str:
     """As Kafka prints an InetAddress: ``/127.0.0.1``."""
     return f"/{request.client_address[0]}"
+
+
+def split_commit(services: BrokerServices, topics: Any, offset_of: Callable[[Any], OffsetAndMetadata]
+                 ) -> tuple[dict[TopicPartition, Errors], dict[TopicPartition, OffsetAndMetadata]]:
+    """An (Txn)OffsetCommit's partitions: UNKNOWN_TOPIC_OR_PARTITION for those the cluster does not
+    know, the offset ``offset_of`` makes of each request partition for the rest."""
+    errors: dict[TopicPartition, Errors] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if services.metadata_cache.partition(*tp) is None:
+                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[tp] = offset_of(p)
+    return errors, offsets
+
+
+def every_partition(topics: Any, error: Errors) -> dict[TopicPartition, Errors]:
+    return {(t.name, p.partition_index): error for t in topics for p in t.partitions}
 
 
 def respond_later(services: BrokerServices, request: Request, awaitable: Awaitable[T],

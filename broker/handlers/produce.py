@@ -91,14 +91,15 @@ def _transactional_producer(records: Any) -> Producer | None:
     return None
 
 
-def _verification_failure(error: Errors) -> tuple[Errors, str]:
-    """A partition the coordinator did not verify, as the produce response reports it."""
+def _verification_failure(error: Errors) -> tuple[Errors, str | None]:
+    """A partition the coordinator did not verify, as the produce response reports it (Kafka sets a
+    message only where it translates the error)."""
     if error is Errors.INVALID_TXN_STATE:
         return error, "Partition was not added to the transaction"
     if error in RETRY_AS_NOT_ENOUGH_REPLICAS:
         return Errors.NOT_ENOUGH_REPLICAS, ("Unable to verify the partition has been added to the transaction. "
                                             f"Underlying error: {error.name}")
-    return error, f"Transaction verification failed: {error.name}"
+    return error, None
 
 
 async def _append_partition(services: BrokerServices, topic: str, index: int, records: Any, version: int,

@@ -57,9 +57,9 @@ def _describe_partition(services: BrokerServices, topic: str, index: int) -> Any
         entry.error_code = int(error)
         entry.error_message = str(exc)
         return entry
-    for producer_id, state in sorted(tp_log.producers.producers.items()):
+    for state in tp_log.active_producers():
         entry.active_producers.append(DescribeProducersResponse.ProducerState(
-            producer_id=producer_id, producer_epoch=state.producer_epoch,
+            producer_id=state.producer_id, producer_epoch=state.producer_epoch,
             last_sequence=state.last_seq if not state.is_empty else -1,
             last_timestamp=state.last_timestamp, coordinator_epoch=state.coordinator_epoch,
             current_txn_start_offset=state.current_txn_first_offset

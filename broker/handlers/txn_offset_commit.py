@@ -14,7 +14,7 @@ from broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 from broker.coordinator.group.group_metadata import NO_GENERATION, UNKNOWN_MEMBER_ID, OffsetAndMetadata, now_ms
 from broker.coordinator.group.group_operations import commit_transactional_offsets
 from broker.handlers import handles
-from broker.handlers._group_support import group_coordinator, respond_later
+from broker.handlers._group_support import every_partition, group_coordinator, respond_later, split_commit
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
@@ -43,8 +43,7 @@ def _response(request: Request, errors: dict[TopicPartition, Errors]) -> Any:
 
 
 def error_response(request: Request, error: Errors) -> Any:
-    return _response(request, {(t.name, p.partition_index): error
-                               for t in request.body().topics for p in t.partitions})
+    return _response(request, every_partition(request.body().topics, error))
 
 
 @handles(ApiKey.TXN_OFFSET_COMMIT, error_response=error_response)
@@ -53,17 +52,9 @@ async def handle_txn_offset_commit(services: BrokerServices, request: Request) -
     version = request.api_version
     coordinator = group_coordinator(services)
     now = now_ms()
-    errors: dict[TopicPartition, Errors] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in body.topics:
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if services.metadata_cache.partition(*tp) is None:
-                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets[tp] = OffsetAndMetadata(
-                p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
-                p.committed_metadata if p.committed_metadata is not None else "", now)
+    errors, offsets = split_commit(services, body.topics, lambda p: OffsetAndMetadata(
+        p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
+        p.committed_metadata if p.committed_metadata is not None else "", now))
     if not offsets:
         return Response.send(request, _response(request, errors))
     operation = TransactionSupportedOperation.GENERIC_ERROR if version >= GENERIC_ERROR_MIN_VERSION \

@@ -212,8 +212,10 @@ def test_a_transaction_starts_only_with_the_guard_of_its_verification(tmp_path: 
     assert log.maybe_start_transaction_verification(PID, 0, 0) is guard  # one pending verification per producer
     _raw_txn_send(log, 0, guard)
     assert log.maybe_start_transaction_verification(PID, 1, 0) is SENTINEL_GUARD  # ongoing: nothing to verify
+    assert log.maybe_start_transaction_verification(PID, 1, 1) is SENTINEL_GUARD  # whatever the epoch (3.9)
     _raw_txn_send(log, 1)
-    stale = log.maybe_start_transaction_verification(PID, 2, 1)  # a new epoch is not the ongoing transaction
+    _end(log, commit=True)
+    stale = log.maybe_start_transaction_verification(PID, 2, 0)  # verified while the coordinator times it out
     _end(log, commit=False, epoch=1)
     with pytest.raises(InvalidTxnStateError):
         _raw_txn_send(log, 0, stale, epoch=1)  # verified before the abort marker: cleared by it (ABA)
