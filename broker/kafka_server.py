@@ -285,11 +285,11 @@ class KafkaServer:
         await self._stop_replication(services.replica_manager)  # before the pool its appends run on
         if services.add_partitions_to_txn_manager is not None:
             await services.add_partitions_to_txn_manager.shutdown()
+        if services.transaction_coordinator is not None:  # its background appends use the pool too
+            await services.transaction_coordinator.shutdown()
         await services.pool.shutdown()
         if services.group_coordinator is not None:
             services.group_coordinator.shutdown()
-        if services.transaction_coordinator is not None:
-            await services.transaction_coordinator.shutdown()
         services.replica_manager.shutdown()
         if self.config_listener is not None:
             await loop.run_in_executor(None, self.config_listener.close)
