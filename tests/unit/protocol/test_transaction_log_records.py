@@ -134,3 +134,26 @@ def test_key_layout_is_kafkas_schema() -> None:
     assert schema["validVersions"] == "0"
     kafka_bytes = b"\x00\x00" + _schema_encode(schema["fields"], {"TransactionalId": "my-txn"}, 0, False)
     assert encode_key(TransactionLogKey("my-txn")) == kafka_bytes
+
+
+# Records a real Kafka 3.9 broker wrote to __transaction_state for one committed transaction (read from its
+# segment file): InitProducerId, AddPartitionsToTxn of orders-0/1, EndTxn commit, the markers' completion.
+KAFKA_39_RECORDS = [
+    ("0000000000000000000000000000ea6000ffffffff000001a214acd750ffffffffffffffff",
+     (0, 0, 60000, 0, None, 1795643201360, -1)),
+    ("0000000000000000000000000000ea60010000000100066f7264657273000000020000000000000001000001a214acd7fd"
+     "000001a214acd7fd", (0, 0, 60000, 1, [PartitionsSchema("orders", [0, 1])], 1795643201533, 1795643201533)),
+    ("0000000000000000000000000000ea60020000000100066f7264657273000000020000000000000001000001a214acd862"
+     "000001a214acd7fd", (0, 0, 60000, 2, [PartitionsSchema("orders", [0, 1])], 1795643201634, 1795643201533)),
+    ("0000000000000000000000000000ea600400000000000001a214acd868000001a214acd7fd",
+     (0, 0, 60000, 4, [], 1795643201640, 1795643201533)),
+]
+
+
+@pytest.mark.parametrize(("value_hex", "fields"), KAFKA_39_RECORDS, ids=["empty", "ongoing", "prepare", "complete"])
+def test_records_written_by_kafka_decode_and_encode_byte_for_byte(value_hex: str, fields: tuple) -> None:
+    data = bytes.fromhex(value_hex)
+    value = decode_value(data)
+    assert value == TransactionLogValue(*fields)
+    assert encode_value(value) == data
+    assert decode_key(bytes.fromhex("000000027431")) == TransactionLogKey("t1")
