@@ -15,7 +15,10 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from broker.coordinator.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from broker.coordinator.transaction.transaction_marker_channel_manager import (
+    MarkerSender,
+    TransactionMarkerChannelManager,
+)
 from broker.coordinator.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -73,11 +76,13 @@ class TransactionCoordinator:
     def __init__(self, broker_id: int, config: TransactionConfig, replica_manager: ReplicaManager,
                  metadata_cache: MetadataCache, run_blocking: Callable[..., Awaitable[Any]],
                  generate_producer_id: GenerateProducerId, listener_name: str,
-                 marker_channel: TransactionMarkerChannelManager | None = None) -> None:
+                 marker_sender: MarkerSender | None = None) -> None:
+        """``marker_sender`` replaces the network between the marker channel and partition leaders (unit tests)."""
         self.config = config
         self.state_manager = TransactionStateManager(broker_id, config, replica_manager, metadata_cache, run_blocking)
-        self.marker_channel = marker_channel or TransactionMarkerChannelManager(
-            broker_id, self.state_manager, metadata_cache, listener_name, config.request_timeout_ms)
+        self.marker_channel = TransactionMarkerChannelManager(
+            broker_id, self.state_manager, metadata_cache, listener_name, config.request_timeout_ms,
+            sender=marker_sender)
         self.generate_producer_id = generate_producer_id
         self.active = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -111,13 +116,11 @@ class TransactionCoordinator:
         return task
 
     @staticmethod
-    async def _every(interval_ms: int, action: Callable[[], Any]) -> None:
+    async def _every(interval_ms: int, action: Callable[[], Awaitable[None]]) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                result = action()
-                if asyncio.iscoroutine(result):
-                    await result
+                await action()
             except Exception:  # a failed round must not stop the schedule
                 log.exception("Scheduled transaction coordinator task failed")
 

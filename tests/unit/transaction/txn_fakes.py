@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
-from broker.coordinator.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from broker.coordinator.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionConfig
 from protocol import transaction_log_records as records
 from protocol.errors import Errors, KafkaApiError
@@ -145,12 +144,9 @@ class Harness:
             self.next_producer_id += 1
             return self.next_producer_id
 
-        coordinator = TransactionCoordinator(0, txn_config, self.replicas, self.cache, run_blocking,  # type: ignore[arg-type]
-                                             generate, "PLAINTEXT")
-        coordinator.marker_channel = TransactionMarkerChannelManager(
-            0, coordinator.state_manager, self.cache, "PLAINTEXT", 1000, retry_backoff_ms=1,  # type: ignore[arg-type]
-            sender=self.sender)
-        self.coordinator = coordinator
+        self.coordinator = TransactionCoordinator(0, txn_config, self.replicas, self.cache,  # type: ignore[arg-type]
+                                                  run_blocking, generate, "PLAINTEXT", marker_sender=self.sender)
+        self.coordinator.marker_channel.retry_backoff_s = 0.001  # retries in a unit test need not wait
 
     async def start(self) -> None:
         self.replicas.partition_log(TRANSACTION_STATE_TOPIC, 0)
