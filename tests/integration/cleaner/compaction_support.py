@@ -92,3 +92,25 @@ def cleaner_checkpoint(log_dir: Path, topic: str, partition: int = 0) -> int:
         if (name, int(number)) == (topic, partition):
             return int(offset)
     return -1
+
+
+def log_dir_records(partition_dir: Path) -> tuple[list[int], dict[bytes, bytes | None]]:
+    """(offsets, each key's last value) of the data records in a partition directory's segments."""
+    from protocol.records.log_entry import decode_entry_records
+    from storage.file_records import FileRecords
+
+    offsets: list[int] = []
+    latest: dict[bytes, bytes | None] = {}
+    for path in sorted(partition_dir.glob("*.log")):
+        records = FileRecords.open(str(path), read_only=True)
+        try:
+            for _, header, data in records.entries_with_data():
+                if header.is_control:
+                    continue
+                for record in decode_entry_records(data, 0):
+                    offsets.append(record.offset)
+                    assert record.key is not None
+                    latest[record.key] = record.value
+        finally:
+            records.close()
+    return offsets, latest

@@ -24,6 +24,7 @@ from tests.integration.cleaner.compaction_support import (
     COMPACTED,
     Workload,
     cleaner_checkpoint,
+    log_dir_records,
     produce_key_updates,
     read_from_start,
     unique,
@@ -39,19 +40,7 @@ def _segments(partition_dir: Path) -> list[Path]:
 
 
 def _our_offsets(segments: list[Path]) -> list[int]:
-    from protocol.records.log_entry import decode_entry_records
-    from storage.file_records import FileRecords
-
-    offsets = []
-    for path in segments:
-        records = FileRecords.open(str(path), read_only=True)
-        try:
-            for _, header, data in records.entries_with_data():
-                if not header.is_control:
-                    offsets.extend(r.offset for r in decode_entry_records(data, 0))
-        finally:
-            records.close()
-    return offsets
+    return log_dir_records(segments[0].parent)[0]
 
 
 def _run(*args: str) -> str:
