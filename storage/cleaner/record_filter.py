@@ -62,6 +62,8 @@ def index_keys(
     """
     last = -1
     pos = 0
+    # Only a batch that could fill the map needs the per-record size check.
+    unbounded = len(entries) + count <= max_entries
     try:
         for _ in range(count):
             b = data[pos]  # record length, usually one or two varint bytes
@@ -85,10 +87,14 @@ def index_keys(
                 while data[pos] >= 0x80:
                     pos += 1
                 pos += 1
-            b = data[pos]  # offset delta
+            b = data[pos]  # offset delta: two bytes from the 65th record of a batch on
             if b < 0x80:
                 offset = base_offset + ((b >> 1) ^ -(b & 1))
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                v = (b & 0x7F) | (data[pos + 1] << 7)
+                offset = base_offset + ((v >> 1) ^ -(v & 1))
+                pos += 2
             else:
                 delta, pos = read_varint(data, pos)
                 offset = base_offset + delta
@@ -99,7 +105,7 @@ def index_keys(
             else:
                 key_length, pos = read_varint(data, pos)
             if key_length >= 0 and offset >= start_offset:
-                if len(entries) >= max_entries:
+                if not unbounded and len(entries) >= max_entries:
                     return last, True
                 entries[data[pos : pos + key_length]] = offset
                 last = offset
@@ -163,6 +169,10 @@ def select_records(
             if b < 0x80:
                 offset = base_offset + ((b >> 1) ^ -(b & 1))
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                v = (b & 0x7F) | (data[pos + 1] << 7)
+                offset = base_offset + ((v >> 1) ^ -(v & 1))
+                pos += 2
             else:
                 delta, pos = read_varint(data, pos)
                 offset = base_offset + delta
