@@ -85,8 +85,8 @@ def clean_with_ours(log_dir: Path) -> tuple[float, float, float]:
 
 def clean_with_kafka(log_dir: Path, work: Path) -> tuple[float, float, float]:
     """The same cleaning by a real Kafka 3.9 broker started on ``log_dir``: its own figures."""
-    from coordination.admin_zk_client import AdminZkClient, NewTopic
     from coordination.kafka_zk_client import KafkaZkClient
+    from coordination.model import ReplicaAssignment, TopicAssignment, random_uuid_b64
     from tests.harness.kafka_broker import KafkaBroker
     from tests.harness.zookeeper import ZooKeeperServer
 
@@ -95,8 +95,9 @@ def clean_with_kafka(log_dir: Path, work: Path) -> tuple[float, float, float]:
         connect = zookeeper.connect_string_with_chroot("kafka-cleaner-bench")
         zk = KafkaZkClient.connect(connect, 10000)
         try:
-            zk.create_top_level_paths()
-            AdminZkClient(zk).create_topic(NewTopic(TOPIC, assignment={0: [0]}, configs=TOPIC_CONFIG))
+            zk.create_top_level_paths()  # the topic as kafka-topics.sh --zookeeper wrote it, broker 0 not up yet
+            zk.set_or_create_entity_config("topics", TOPIC, TOPIC_CONFIG)
+            zk.create_topic_assignment(TOPIC, TopicAssignment(random_uuid_b64(), {0: ReplicaAssignment((0,))}))
         finally:
             zk.close()
         kafka = KafkaBroker(connect, 0, work, {"log.cleaner.backoff.ms": "100"}, log_dir=log_dir)
@@ -146,6 +147,7 @@ def produce_while_cleaning(messages: int, value_bytes: int, work: Path) -> dict[
                 if producer.flush(300):
                     raise RuntimeError("undelivered messages")
                 results[name] = messages / (time.perf_counter() - start)
+                del producer  # disconnects before the broker stops
             results["cleanings"] = broker.log_path.read_text().count("Log cleaner thread 0 cleaned log compacted-0")
         finally:
             broker.stop()
