@@ -3,8 +3,6 @@ and after a leader change followers copy the new leader's cleaned data correctly
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,26 +21,13 @@ from tests.integration.cleaner.compaction_support import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def cluster(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerCluster]:
-    created = BrokerCluster(3, zk_connect, tmp_path, {"log.cleaner.backoff.ms": "100",
-                                                      "default.replication.factor": "3"})
-    try:
-        created.start()
-        yield created
-    finally:
-        created.kill()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            for b in created.brokers:
-                print(f"--- broker {b.broker_id} log ---\n{b.log_tail(80)}")
-
-
 def _leader(broker: BrokerProcess, topic: str) -> int:
     return broker.metadata([topic]).topics[0].partitions[0].leader_id
 
 
-def test_replicas_clean_their_own_logs_and_followers_copy_a_new_leaders_cleaned_data(cluster: BrokerCluster) -> None:
+@pytest.mark.parametrize("cluster3", [{"log.cleaner.backoff.ms": "100"}], indirect=True)
+def test_replicas_clean_their_own_logs_and_followers_copy_a_new_leaders_cleaned_data(cluster3: BrokerCluster) -> None:
+    cluster = cluster3
     topic = unique("replicated")
     first = cluster.brokers[0]
     first.create_topic(topic, replication_factor=3, configs={**COMPACTED, "segment.bytes": "4096"})
