@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -178,3 +179,37 @@ def test_invalid_cleaner_configs_are_refused_and_valid_ones_take_effect_at_run_t
     assert {k: v for k, v in read_from_start(broker.bootstrap, topic).latest.items()
             if k.startswith(b"key-")} == workload.latest
     assert _alter(broker, broker_resource, "0", {"log.cleaner.threads": "1"}) == (Errors.NONE, None)
+
+
+def test_consumer_offsets_is_compacted_and_groups_load_back_from_the_cleaned_log(zk_connect: str,
+                                                                                  tmp_path: Path) -> None:
+    broker = BrokerProcess(zk_connect, 0, tmp_path, {**BROKER, "offsets.topic.num.partitions": "1",
+                                                     "offsets.topic.segment.bytes": "2048"})
+    try:
+        broker.start()
+        _commits_survive_cleaning_and_restart(broker)
+    finally:
+        broker.stop()
+
+
+def _commits_survive_cleaning_and_restart(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic, group = unique("committed"), unique("group")
+    broker.create_topic(topic, configs=COMPACTED)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        for offset in range(1, 120):
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+    wait_for(lambda: cleaner_checkpoint(broker.log_dir, "__consumer_offsets") > 60, "__consumer_offsets cleaned", 60)
+    broker.stop()
+    broker.start()
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = wait_for(lambda: reader.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 119,
+                             "the group's offset loaded from the cleaned log", 60)
+        assert committed
+    finally:
+        reader.close()
