@@ -193,6 +193,7 @@ class Cleaner:
     def build_offset_map(self, tp_log: Log, start: int, end: int, offset_map: OffsetMap, stats: CleanerStats) -> None:
         """Map each key of [start, end) to its latest offset, segment by segment, until full."""
         offset_map.clear()
+        offset_map.start_offset = start
         dirty = tp_log.log_segments(start, end)
         log.info("Cleaner %d: Building offset map for log %s for %d segments in offset range [%d, %d).",
                  self.id, tp_log.topic_partition, len(dirty), start, end)
@@ -305,7 +306,7 @@ class Cleaner:
         round once it has passed.
         """
         offset_map = self.offset_map
-        entries, latest = offset_map.entries, offset_map.latest_offset
+        entries, latest, mapped_from = offset_map.entries, offset_map.latest_offset, offset_map.start_offset
         delete_retention_ms = tp_log.config.delete_retention_ms
         max_output = self.max_io_buffer_size
         tp = _topic_partition(tp_log)
@@ -346,6 +347,10 @@ class Cleaner:
                 kept = 0
             elif is_control:
                 kept, data, selection = count, None, None
+            elif (mapped_from <= header.base_offset and header.last_offset <= latest
+                  and not header.has_delete_horizon
+                  and not offset_map.any_latest_between(header.base_offset, header.last_offset)):
+                kept = 0  # every record of this dirty batch has a later update: no need to read it
             else:
                 data = record_data(view, header, max_output)
                 retain_deletes = not header.has_delete_horizon or current_time < header.base_timestamp
