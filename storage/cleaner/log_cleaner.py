@@ -47,7 +47,6 @@ class CleanerThread(threading.Thread):
             thread_id, OffsetMap(config.offset_map_memory), config.io_buffer_per_thread, config.max_message_size,
             config.dedupe_buffer_load_factor, throttler, self._check_done,
         )
-        self.last_stats = CleanerStats()
         self.last_pre_clean_stats = PreCleanStats()
 
     def _check_done(self, tp: TopicPartition) -> None:
@@ -114,7 +113,6 @@ class CleanerThread(threading.Thread):
 
     def _record_stats(self, name: str, start: int, end: int, stats: CleanerStats) -> None:
         """Kafka's summary of one cleaning, in its words (log-cleaner.log), for comparison."""
-        self.last_stats = stats
         mb = 1024 * 1024
         elapsed = max(stats.elapsed_secs, 1e-9)
         index_secs = max(stats.elapsed_index_secs, 1e-9)
@@ -135,6 +133,10 @@ class CleanerThread(threading.Thread):
             f"({100 * (1 - stats.messages_written / max(stats.messages_read, 1)):.1f}% fewer messages)",
         ]
         log.info("\n\t%s", "\n\t".join(lines))
+        pre_clean = self.last_pre_clean_stats
+        if pre_clean.delayed_partitions:
+            log.info("\tCleanable partitions: %d, Delayed partitions: %d, max delay: %d", pre_clean.cleanable_partitions,
+                     pre_clean.delayed_partitions, pre_clean.max_compaction_delay_ms)
         if stats.invalid_messages_read:
             log.warning("\tFound %d invalid messages during compaction.", stats.invalid_messages_read)
 

@@ -152,7 +152,6 @@ class LogCleanerManager:
         self._states: dict[TopicPartition, LogCleaningState] = {}
         self._uncleanable: dict[str, set[TopicPartition]] = {}
         self._lock = threading.Condition(threading.RLock())
-        self.dirtiest_log_cleanable_ratio = 0.0
 
     # --- checkpoints ------------------------------------------------------------------------
     def _read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
@@ -215,7 +214,6 @@ class LogCleanerManager:
                                        offsets.first_uncleanable_dirty_offset, delay > 0)
                 if candidate.total_bytes > 0:
                     candidates.append(candidate)
-            self.dirtiest_log_cleanable_ratio = max((c.cleanable_ratio for c in candidates), default=0.0)
             cleanable = [
                 c for c in candidates
                 if (c.need_compaction_now and c.cleanable_bytes > 0)
@@ -320,10 +318,6 @@ class LogCleanerManager:
     def mark_partition_uncleanable(self, log_dir: str, tp: TopicPartition) -> None:
         with self._lock:
             self._uncleanable.setdefault(log_dir, set()).add(tp)
-
-    def uncleanable_partitions(self, log_dir: str) -> set[TopicPartition]:
-        with self._lock:
-            return set(self._uncleanable.get(log_dir, ()))
 
     def _is_uncleanable(self, tp_log: Log, tp: TopicPartition) -> bool:
         return tp in self._uncleanable.get(parent_dir(tp_log), ())
