@@ -45,6 +45,7 @@ from coordination.zk_admin_data import DEFAULT_ENTITY
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import ControlledShutdownRequest
+from storage.cleaner.cleaner_config import CleanerConfig
 from storage.log_config import broker_defaults
 from storage.log_manager import LogManager
 from storage.meta_properties import read_meta_properties
@@ -104,6 +105,7 @@ class KafkaServer:
             flush_start_offset_checkpoint_interval_ms=config.log_flush_start_offset_checkpoint_interval_ms,
             high_watermark_checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
             producer_id_expiration_ms=config.producer_id_expiration_ms,
+            cleaner_config=CleanerConfig.from_props(config.values()),
         )
         await loop.run_in_executor(None, log_manager.startup, broker_id, cluster_id)
         self.log_manager = log_manager
