@@ -49,6 +49,7 @@ from coordination.zk_admin_data import DEFAULT_ENTITY
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import ControlledShutdownRequest
+from storage.cleaner.cleaner_config import CleanerConfig
 from storage.log_config import broker_defaults
 from storage.log_manager import LogManager
 from storage.meta_properties import read_meta_properties
@@ -111,6 +112,7 @@ class KafkaServer:
             producer_state_config=ProducerStateManagerConfig(
                 config.producer_id_expiration_ms, config.get("transaction.partition.verification.enable")),
             producer_id_expiration_check_interval_ms=config.get("producer.id.expiration.check.interval.ms"),
+            cleaner_config=CleanerConfig.from_props(config.values()),
         )
         await loop.run_in_executor(None, log_manager.startup, broker_id, cluster_id)
         self.log_manager = log_manager

@@ -81,5 +81,9 @@ class InvalidConfigError(StorageError):
     error_name = "INVALID_CONFIG"
 
 
+class LogCleaningAbortedError(StorageError):
+    """A cleaning that must stop: its log was truncated, deleted or paused meanwhile."""
+
+
 class UnexpectedAppendOffsetError(StorageError):
     """A follower append whose first offset is below the log end offset."""

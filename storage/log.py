@@ -13,23 +13,26 @@ import enum
 import logging
 import os
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from protocol.exceptions import CorruptRecordError
 from protocol.records.batch import Buffer
 from protocol.records.log_entry import decode_entry_records
-from storage.checkpoints import LeaderEpochCheckpointFile
+from storage.checkpoints import LeaderEpochCheckpointFile, fsync_dir
 from storage.errors import (
     CorruptRecordStorageError,
     InvalidRecordError,
+    LogCleaningAbortedError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
 from storage.file_records import FileRecords
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import LogConfig
-from storage.log_files import DELETED_SUFFIX, LEADER_EPOCH_CHECKPOINT
+from storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, LEADER_EPOCH_CHECKPOINT, SWAP_SUFFIX
 from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_segment import LogSegment, now_ms
 from storage.log_segments import LogSegments
@@ -90,6 +93,13 @@ class TimestampAndOffset(NamedTuple):
     leader_epoch: int | None
 
 
+class LastRecord(NamedTuple):
+    """An active producer's last data offset (None after only a marker) and epoch."""
+
+    last_data_offset: int | None
+    producer_epoch: int
+
+
 class Log:
     def __init__(
         self,
@@ -115,6 +125,11 @@ class Log:
             LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
         )
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        # Truncations below the active segment run inside this guard (the LogManager pauses the
+        # log's cleaning there, as Kafka's LogManager.truncateTo does); the count lets a
+        # cleaning that raced one notice it before swapping its segments in.
+        self.truncation_guard: Callable[[], AbstractContextManager[object]] = nullcontext
+        self.truncation_count = 0
         current = now_ms() if now is None else now
         loaded = LogLoader(
             directory, config, self.segments, self.producers, self.leader_epoch_cache,
@@ -446,12 +461,14 @@ class Log:
         """Remove everything from ``target_offset`` on (follower truncation); False if nothing to do."""
         if target_offset < 0:
             raise ValueError(f"cannot truncate {self.topic_partition} to a negative offset {target_offset}")
-        with self._lock:
+        below_active = target_offset < self.segments.active.base_offset
+        with self.truncation_guard() if below_active else nullcontext(), self._lock:
             if target_offset >= self._next_offset:
                 return False
+            self.truncation_count += 1
             first = self.segments.first
             if first is None or target_offset < first.base_offset:
-                self.truncate_fully_and_start_at(target_offset)
+                self._truncate_fully_and_start_at(target_offset)
                 return True
             self._delete_segments([s for s in self.segments if s.base_offset > target_offset], "truncation")
             self.segments.active.truncate_to(target_offset)
@@ -465,13 +482,17 @@ class Log:
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop every segment and restart the log, empty, at ``new_offset``."""
-        with self._lock:
-            old = list(self.segments)
-            self.segments.add(LogSegment.open(self.dir, new_offset, self.config, preallocate=self.config.preallocate))
-            self._delete_segments([s for s in old if s.base_offset != new_offset], "truncate fully")
-            self.leader_epoch_cache.clear_and_flush()
-            self.producers.truncate_fully_and_start_at(new_offset)
-            self._log_start_offset = self._next_offset = self._recovery_point = self._high_watermark = new_offset
+        with self.truncation_guard(), self._lock:
+            self.truncation_count += 1
+            self._truncate_fully_and_start_at(new_offset)
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        old = list(self.segments)
+        self.segments.add(LogSegment.open(self.dir, new_offset, self.config, preallocate=self.config.preallocate))
+        self._delete_segments([s for s in old if s.base_offset != new_offset], "truncate fully")
+        self.leader_epoch_cache.clear_and_flush()
+        self.producers.truncate_fully_and_start_at(new_offset)
+        self._log_start_offset = self._next_offset = self._recovery_point = self._high_watermark = new_offset
 
     # --- retention and log start offset ---------------------------------------------------
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, from_delete_records: bool = False) -> bool:
@@ -546,15 +567,71 @@ class Log:
 
     def _delete_segments(self, segments: list[LogSegment], reason: str) -> None:
         """Unlink from the log now, rename to .deleted, remove after file.delete.delay.ms."""
-        due = now_ms() + self.config.file_delete_delay_ms
         for segment in segments:
             self.segments.remove(segment.base_offset)
+            self.producers.remove_snapshot(segment.base_offset)
+        self._schedule_deletion(segments, reason)
+
+    def _schedule_deletion(self, segments: list[LogSegment], reason: str) -> None:
+        due = now_ms() + self.config.file_delete_delay_ms
+        for segment in segments:
             segment.change_file_suffixes("", DELETED_SUFFIX)
             self._pending_deletes.append((due, segment))
-            self.producers.remove_snapshot(segment.base_offset)
             log.debug("scheduled deletion of %s (%s)", segment.log.path, reason)
         if self.config.file_delete_delay_ms == 0:
             self.delete_pending_segments(due)
+
+    # --- compaction ---------------------------------------------------------------------------
+    def log_segments(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """Segments that may hold offsets in [from_offset, to_offset) (Kafka's logSegments)."""
+        with self._lock:
+            return self.segments.values_between(from_offset, to_offset)
+
+    def non_active_segments_from(self, offset: int) -> list[LogSegment]:
+        with self._lock:
+            active = self.segments.active.base_offset
+            return [] if offset > active else self.segments.values_between(offset, active)
+
+    def last_records_of_active_producers(self) -> dict[int, LastRecord]:
+        """What the cleaner must keep so each producer's sequence and epoch survive compaction."""
+        with self._lock:
+            return {
+                pid: LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+                for pid, e in self.producers.producers.items()
+            }
+
+    def replace_segments(
+        self, new_segments: list[LogSegment], old_segments: list[LogSegment], truncation_count: int
+    ) -> None:
+        """Swap ``.cleaned`` segments in for ``old_segments``, crash-safely (Kafka's replaceSegments).
+
+        The new segments become ``.swap`` (highest offset first, so a crash that leaves any
+        ``.cleaned`` file behind rolls the whole swap back at load), then the old segments
+        become ``.deleted``, then the ``.swap`` suffixes go; a crash after the ``.swap`` step is
+        completed by the loader. Raises LogCleaningAbortedError, touching nothing, when the log
+        was truncated since the cleaning read it (``truncation_count`` then differs) or an old
+        segment is gone.
+        """
+        with self._lock:
+            if truncation_count != self.truncation_count or any(
+                self.segments.get(s.base_offset) is not s for s in old_segments
+            ):
+                raise LogCleaningAbortedError(f"the segments of {self.topic_partition} changed during cleaning")
+            new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+            for segment in reversed(new_sorted):
+                segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            for segment in reversed(new_sorted):
+                self.segments.add(segment)
+            new_bases = {s.base_offset for s in new_sorted}
+            old_sorted = sorted(old_segments, key=lambda s: s.base_offset)
+            for segment in old_sorted:
+                if segment.base_offset not in new_bases:
+                    self.segments.remove(segment.base_offset)
+                    self.producers.remove_snapshot(segment.base_offset)
+            self._schedule_deletion(old_sorted, "replaced by cleaned segments")
+            for segment in new_sorted:
+                segment.change_file_suffixes(SWAP_SUFFIX, "")
+            fsync_dir(self.dir)
 
     def delete_pending_segments(self, now: int | None = None) -> int:
         """Physically remove .deleted segments whose delay has passed."""

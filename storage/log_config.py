@@ -127,6 +127,10 @@ class LogConfig:
             (self.message_timestamp_type in TIMESTAMP_TYPES, f"message.timestamp.type must be one of {TIMESTAMP_TYPES}"),
             (self.compression_type in COMPRESSION_TYPES, f"compression.type must be one of {COMPRESSION_TYPES}"),
             (set(self.cleanup_policy) <= set(CLEANUP_POLICIES), f"cleanup.policy must be a list of {CLEANUP_POLICIES}"),
+            (self.delete_retention_ms >= 0, "delete.retention.ms must be non-negative"),
+            (self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms must be non-negative"),
+            (self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms must be at least 1"),
+            (0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio must be between 0 and 1"),
         ]
         for ok, message in checks:
             if not ok:

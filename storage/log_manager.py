@@ -4,7 +4,9 @@ At startup each log dir is locked (``.lock``), its checkpoints are read (a garba
 logged and treated as empty, so those logs are fully recovered), and each partition
 directory is loaded; the clean-shutdown marker skips recovery and is then removed.
 Periodic work (retention, flush, checkpoints, delayed deletes) is plain methods the broker
-calls, or a small background scheduler started with ``start_scheduler()``.
+calls, or a small background scheduler started with ``start_scheduler()``, which also starts
+the LogCleaner when one is configured. As in Kafka, the LogManager pauses a log's cleaning
+around truncations and retention of non-compacted logs, and aborts it before deletion.
 """
 
 from __future__ import annotations
@@ -16,10 +18,14 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from storage.checkpoints import OffsetCheckpointFile, fsync_dir, write_atomically
+from storage.cleaner.cleaner_config import CleanerConfig
+from storage.cleaner.log_cleaner import LogCleaner
+from storage.cleaner.log_cleaner_manager import CLEANER_CHECKPOINT
 from storage.errors import CorruptCheckpointError, StorageError
 from storage.log import Log
 from storage.log_config import LogConfig
@@ -40,7 +46,6 @@ LOCK_FILE = ".lock"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 
 TopicPartition = tuple[str, int]
 
@@ -60,6 +65,7 @@ class LogManager:
         producer_state_config: ProducerStateManagerConfig | None = None,
         producer_id_expiration_check_interval_ms: int = 600000,
         broker_epoch: int = -1,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config or LogConfig()
@@ -80,6 +86,8 @@ class LogManager:
         self._lock_fds: list[int] = []
         self._scheduler: threading.Thread | None = None
         self._stop = threading.Event()
+        self.cleaner_config = cleaner_config
+        self.cleaner: LogCleaner | None = None
 
     # --- startup / shutdown ---------------------------------------------------------------
     def startup(self, broker_id: int | None = None, cluster_id: str | None = None) -> None:
@@ -94,6 +102,8 @@ class LogManager:
                 for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_CHECKPOINT):
                     OffsetCheckpointFile(os.path.join(log_dir, name))
                 self._load_dir(log_dir)
+            if self.cleaner_config is not None and self.cleaner_config.enable_cleaner:
+                self.cleaner = LogCleaner(self.cleaner_config, self.log_dirs, self.all_logs)
         except BaseException:
             self._release_locks()
             raise
@@ -146,8 +156,7 @@ class LogManager:
             with self._lock:
                 if tp in self._logs:
                     raise StorageError(f"duplicate log directories for {name}: {self._log_dir_of[tp]} and {log_dir}")
-                self._logs[tp] = loaded
-                self._log_dir_of[tp] = log_dir
+                self._add_log(tp, loaded, log_dir)
         if clean:
             os.remove(marker)
         self.checkpoint_log_dir(log_dir)
@@ -173,6 +182,26 @@ class LogManager:
             self._release_locks()
 
     # --- logs -----------------------------------------------------------------------------
+    def _add_log(self, tp: TopicPartition, tp_log: Log, log_dir: str) -> None:
+        tp_log.truncation_guard = lambda: self._cleaning_paused(tp, tp_log)
+        self._logs[tp] = tp_log
+        self._log_dir_of[tp] = log_dir
+
+    @contextmanager
+    def _cleaning_paused(self, tp: TopicPartition, tp_log: Log) -> Iterator[None]:
+        """Kafka's LogManager.truncateTo: abort and pause the log's cleaning while it is truncated,
+        then keep its cleaner checkpoint within the log."""
+        cleaner = self.cleaner
+        if cleaner is None:
+            yield
+            return
+        cleaner.abort_and_pause_cleaning(tp)
+        try:
+            yield
+            cleaner.maybe_truncate_checkpoint(os.path.dirname(tp_log.dir), tp, tp_log.active_segment.base_offset)
+        finally:
+            cleaner.resume_cleaning([tp])
+
     def config_for(self, topic: str) -> LogConfig:
         return LogConfig.from_props(self.topic_configs.get(topic, {}), self.default_config)
 
@@ -219,8 +248,7 @@ class LogManager:
                 path, self.config_for(topic), topic_partition=os.path.basename(path),
                 had_clean_shutdown=True, producer_state_config=self.producer_state_config,
             )
-            self._logs[tp] = created
-            self._log_dir_of[tp] = log_dir
+            self._add_log(tp, created, log_dir)
             return created
 
     def _check_topic_id(self, path: str, topic_id: uuid.UUID) -> None:
@@ -231,9 +259,11 @@ class LogManager:
             raise InconsistentMetadataError(f"topic id {topic_id} does not match {stored} stored in {path}")
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Remove a partition: rename its dir to ``<name>.<uuid>-delete`` and delete it."""
+        """Remove a partition: stop its cleaning, rename its dir to ``<name>.<uuid>-delete`` and delete it."""
+        tp = (topic, partition)
+        if self.cleaner is not None and tp in self._logs:
+            self.cleaner.abort_cleaning(tp)
         with self._lock:
-            tp = (topic, partition)
             tp_log = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
             if tp_log is None or log_dir is None:
@@ -244,14 +274,30 @@ class LogManager:
             os.rename(tp_log.dir, target)
             fsync_dir(log_dir)
             self.checkpoint_log_dir(log_dir)
+        if self.cleaner is not None:
+            self.cleaner.update_checkpoints(log_dir, remove=tp)
         shutil.rmtree(target, ignore_errors=True)
 
     # --- periodic work --------------------------------------------------------------------
     def cleanup_logs(self, now: int | None = None) -> int:
-        """Retention: delete segments past retention.ms/retention.bytes/log start offset."""
+        """Retention: delete segments past retention.ms/retention.bytes/log start offset.
+
+        As in Kafka, compacted logs are left to the cleaner threads (none without a cleaner),
+        and the non-compacted ones have their cleaning paused meanwhile, so a log whose
+        cleanup.policy just changed is never cleaned and retained at once.
+        """
+        cleaner = self.cleaner
+        if cleaner is not None:
+            deletable = cleaner.manager.pause_cleaning_for_non_compacted_partitions()
+        else:
+            deletable = [(tp, l) for tp, l in self.all_logs().items() if not l.config.compact_enabled]
         total = 0
-        for tp_log in self.all_logs().values():
-            total += tp_log.delete_old_segments(now)
+        try:
+            for _, tp_log in deletable:
+                total += tp_log.delete_old_segments(now)
+        finally:
+            if cleaner is not None:
+                cleaner.resume_cleaning([tp for tp, _ in deletable])
         return total
 
     def delete_pending_segments(self, now: int | None = None) -> int:
@@ -312,6 +358,8 @@ class LogManager:
     def start_scheduler(self, tick_ms: int = 1000) -> None:
         if self._scheduler is not None:
             return
+        if self.cleaner is not None:
+            self.cleaner.startup()
         self._stop.clear()
         last_run = {name: now_ms() for name in self.intervals}
 
@@ -332,6 +380,8 @@ class LogManager:
         self._scheduler.start()
 
     def stop_scheduler(self) -> None:
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         if self._scheduler is not None:
             self._stop.set()
             self._scheduler.join()

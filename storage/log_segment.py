@@ -110,6 +110,11 @@ class LogSegment:
     def last_modified_ms(self) -> int:
         return int(os.stat(self.log.path).st_mtime * 1000)
 
+    def set_last_modified(self, ms: int) -> None:
+        """Give the log and time index this mtime (a cleaned segment keeps its sources' age)."""
+        for path in (self.log.path, self.time_index.path):
+            os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
+
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return self.offset_index.can_append_offset(offset)
 
@@ -325,12 +330,22 @@ class LogSegment:
             return header.max_timestamp
         return NO_TIMESTAMP
 
-    # --- rolling ----------------------------------------------------------------------------
-    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+    def _rolling_timestamp(self) -> int | None:
+        """The max timestamp of the first append (or first batch, read lazily after a reload)."""
         if self.rolling_based_timestamp is None and self.size > 0:
             self.rolling_based_timestamp = self.first_batch_timestamp()
-        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
-            return message_timestamp - self.rolling_based_timestamp
+        return self.rolling_based_timestamp
+
+    def first_batch_timestamp_or_max(self) -> int:
+        """Kafka's getFirstBatchTimestamp (max.compaction.lag.ms): Long.MAX when there is none."""
+        ts = self._rolling_timestamp()
+        return ts if ts is not None and ts >= 0 else (1 << 63) - 1
+
+    # --- rolling ----------------------------------------------------------------------------
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        ts = self._rolling_timestamp()
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
         return now - self.created_ms
 
     def should_roll(

@@ -86,13 +86,19 @@ class BrokerProcess:
                 self.port = free_port()
         self._start_once(timeout)
 
+    def command(self) -> list[str]:
+        """The process to run with the written server.properties (a subclass runs real Kafka)."""
+        return [sys.executable, "-m", "broker", str(self.config_path)]
+
+    def environment(self) -> dict[str, str] | None:
+        return None
+
     def _start_once(self, timeout: float) -> None:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "broker", str(self.config_path)],
-                cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=die_with_parent,
+                self.command(), cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent, env=self.environment(),
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -66,10 +66,10 @@ def broker(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
 
 @pytest.fixture
 def cluster3(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator["BrokerCluster"]:
-    """Three real brokers (ids 0, 1, 2) on one ZooKeeper chroot."""
+    """Three real brokers (ids 0, 1, 2) on one ZooKeeper chroot (broker settings: indirect parameter)."""
     from tests.harness.broker import BrokerCluster
 
-    created = BrokerCluster(3, zk_connect, tmp_path)
+    created = BrokerCluster(3, zk_connect, tmp_path, getattr(request, "param", None) or {})
     try:
         created.start()
         yield created
