@@ -29,12 +29,14 @@ from protocol.messages import LeaderAndIsrResponse, ProduceResponse, StopReplica
 from protocol.schema import ZERO_UUID
 from storage.errors import StorageError
 from storage.file_records import FileRecords
-from storage.log import FetchIsolation, LogAppendInfo
+from storage.log import FetchIsolation, Log, LogAppendInfo
 from storage.log_manager import LogManager
 from storage.meta_properties import InconsistentMetadataError
+from storage.producer_state import SENTINEL_GUARD, AppendOrigin, VerificationGuard
 from storage.transaction_index import AbortedTxn
 
 if TYPE_CHECKING:
+    from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, TransactionSupportedOperation
     from broker.metadata_cache import MetadataCache
     from broker.replication.alter_partition_manager import AlterPartitionManager
     from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
@@ -86,11 +88,17 @@ class ReplicaManager:
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
         self.leader_quota: ReplicationQuotaManager | None = None  # throttled replication, leader side
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None  # KIP-890 verification
         self._leader_endpoints: dict[int, tuple[str, int]] = {}  # from LeaderAndIsr's live leaders
 
     # --- lookups ----------------------------------------------------------------------------
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
+
+    def local_log(self, topic: str, partition: int) -> Log | None:
+        """The log of a partition this broker hosts, as leader or follower (Kafka's ``localLog``)."""
+        found = self.partitions.get((topic, partition))
+        return None if found is None else found.log
 
     def leader_partition(self, topic: str, partition: int) -> Partition:
         """The led partition, or the error Kafka gives for it (unknown vs not leader)."""
@@ -260,31 +268,75 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
 
     # --- produce ----------------------------------------------------------------------------
+    def maybe_start_transaction_verification(self, topic: str, partition_index: int, producer_id: int,
+                                             sequence: int, epoch: int) -> VerificationGuard:
+        """KIP-890: the guard a transactional append must carry (SENTINEL: its transaction is already open)."""
+        log = self.leader_partition(topic, partition_index).leader_log()
+        return log.maybe_start_transaction_verification(producer_id, sequence, epoch)
+
+    def start_transaction_verification(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                       partitions: dict[TopicPartition, int]
+                                       ) -> tuple[dict[TopicPartition, Errors], dict[TopicPartition, VerificationGuard]]:
+        """KIP-890, before a transactional append: (errors, guards) for these partitions, each mapped to
+        the base sequence of its transactional batch. The guarded partitions still need the
+        coordinator's answer (``verify_transaction``); partitions whose transaction is already open
+        here need neither; with verification off or no transactional id there is nothing to do."""
+        errors: dict[TopicPartition, Errors] = {}
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        if transactional_id is None or self.add_partitions_to_txn_manager is None or \
+                not self.log_manager.producer_state_config.transaction_verification_enabled:
+            return errors, guards
+        for tp, sequence in partitions.items():
+            try:
+                guard = self.maybe_start_transaction_verification(tp[0], tp[1], producer_id, sequence, producer_epoch)
+            except KafkaApiError as exc:
+                errors[tp] = exc.error
+                continue
+            if guard is not SENTINEL_GUARD:
+                guards[tp] = guard
+        return errors, guards
+
+    async def verify_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                 partitions: dict[TopicPartition, int], operation: TransactionSupportedOperation
+                                 ) -> tuple[dict[TopicPartition, Errors], dict[TopicPartition, VerificationGuard]]:
+        """``start_transaction_verification``, then the coordinator's answer for the guarded partitions
+        (Kafka's maybeStartTransactionVerificationForPartitions): the errors include its refusals."""
+        errors, guards = self.start_transaction_verification(transactional_id, producer_id, producer_epoch, partitions)
+        if guards:
+            assert transactional_id is not None and self.add_partitions_to_txn_manager is not None
+            errors.update(await self.add_partitions_to_txn_manager.verify_transaction(
+                transactional_id, producer_id, producer_epoch, list(guards), operation))
+        return errors, guards
+
     async def append_to_leader(self, topic: str, partition_index: int, records: bytearray,
-                               required_acks: int) -> LogAppendInfo:
+                               required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+                               verification_guard: VerificationGuard = SENTINEL_GUARD) -> LogAppendInfo:
         """Append one partition's batches as leader.
 
-        The produce handler has already run them through ``validate_records`` (framing and
-        CRC, or a fresh CRC after recompression), so the log skips its second CRC pass.
+        Callers hand over batches whose CRCs are checked or freshly computed (the produce
+        handler's ``validate_records``, the coordinators' builders), so the log skips its
+        second CRC pass.
         """
         partition = self.leader_partition(topic, partition_index)
         partition.check_min_isr(required_acks)
         tp_log = partition.leader_log()
-        info = await self.run_blocking(
-            functools.partial(tp_log.append_as_leader, records, partition.leader_epoch, validated=True))
+        info = await self.run_blocking(functools.partial(
+            tp_log.append_as_leader, records, partition.leader_epoch, origin, validated=True,
+            verification_guard=verification_guard))
         partition.maybe_increment_high_watermark()
         # Appends move the log end (replica fetches) and, with an ISR of one, the HW (consumers).
         self.complete_delayed_requests((topic, partition_index))
         return info
 
-    async def append_and_wait(self, topic: str, partition_index: int, records: bytearray,
-                              timeout_ms: int) -> LogAppendInfo:
-        """Append as leader with acks=all and wait until the ISR has it (internal topics' writes).
+    async def append_and_wait(self, topic: str, partition_index: int, records: bytearray, timeout_ms: int,
+                              origin: AppendOrigin = AppendOrigin.COORDINATOR,
+                              verification_guard: VerificationGuard = SENTINEL_GUARD) -> LogAppendInfo:
+        """Append as leader with acks=all and wait until the ISR has it (coordinators' writes).
 
         Raises ``KafkaApiError`` with Kafka's error: NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
-        NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, ...
+        NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, ...; storage errors as ``StorageError``.
         """
-        info = await self.append_to_leader(topic, partition_index, records, -1)
+        info = await self.append_to_leader(topic, partition_index, records, -1, origin, verification_guard)
         entry = ProduceResponse.PartitionProduceResponse(index=partition_index, error_code=0,
                                                          base_offset=info.first_offset)
         done = asyncio.get_running_loop().create_future()

@@ -44,7 +44,16 @@ from storage.log_validator import (
     assign_offsets_and_epoch,
     check_follower_offsets,
 )
-from storage.producer_state import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from storage.producer_state import (
+    SENTINEL_GUARD,
+    AppendOrigin,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+    ProducerStateEntry,
+    ProducerStateManagerConfig,
+    VerificationGuard,
+)
 from storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -102,7 +111,7 @@ class Log:
         recovery_point: int = 0,
         high_watermark: int = 0,
         had_clean_shutdown: bool = False,
-        producer_id_expiration_ms: int = 86400000,
+        producer_state_config: ProducerStateManagerConfig | None = None,
         now: int | None = None,
     ) -> None:
         os.makedirs(directory, exist_ok=True)
@@ -111,7 +120,7 @@ class Log:
         self.config = config
         self._lock = threading.RLock()
         self.segments = LogSegments()
-        self.producers = ProducerStateManager(directory, self.topic_partition, producer_id_expiration_ms)
+        self.producers = ProducerStateManager(directory, self.topic_partition, producer_state_config)
         self.leader_epoch_cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
         )
@@ -162,10 +171,12 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
+        """The first offset of an undecided transaction (or one whose marker is not yet below the
+        high watermark), never below the log start; the high watermark when there is none."""
         with self._lock:
             first_unstable = self.producers.first_unstable_offset()
             hw = self._high_watermark
-            return hw if first_unstable is None else min(first_unstable, hw)
+            return hw if first_unstable is None else min(max(first_unstable, self._log_start_offset), hw)
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -199,15 +210,17 @@ class Log:
     # --- appends --------------------------------------------------------------------------
     def append_as_leader(
         self, records: bytearray | memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT,
-        now: int | None = None, *, validated: bool = False,
+        now: int | None = None, *, validated: bool = False, verification_guard: VerificationGuard = SENTINEL_GUARD,
     ) -> LogAppendInfo:
         """Validate, assign offsets in place (``records`` must be writable) and append.
 
         ``validated=True`` skips the CRC check, for callers that already checked every batch's
         CRC on the produce path (each batch must be CRC-checked exactly once before it is
-        written); framing and all other checks still run.
+        written); framing and all other checks still run. ``verification_guard`` is the one
+        ``maybe_start_transaction_verification`` gave for this append's transactional batch.
         """
-        return self._append(records, origin, leader_epoch, assign_offsets=True, now=now, check_crc=not validated)
+        return self._append(records, origin, leader_epoch, assign_offsets=True, now=now, check_crc=not validated,
+                            verification_guard=verification_guard)
 
     def append_as_follower(self, records: Buffer, now: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader as they are (offsets already assigned)."""
@@ -215,7 +228,7 @@ class Log:
 
     def _append(
         self, records: Buffer, origin: AppendOrigin, leader_epoch: int, assign_offsets: bool, now: int | None,
-        check_crc: bool,
+        check_crc: bool, verification_guard: VerificationGuard = SENTINEL_GUARD,
     ) -> LogAppendInfo:
         # The hot path: everything below is per batch (most appends carry one) or per append.
         config = self.config
@@ -252,7 +265,8 @@ class Log:
             updated: dict[int, ProducerAppendInfo] = {}
             completed: list[CompletedTxn] = []
             if has_producer_ids:  # batches without a producer id leave producer state alone
-                updated, completed, duplicate = analyze_producer_state(producers, records, batches, origin)
+                updated, completed, duplicate = analyze_producer_state(producers, records, batches, origin,
+                                                                    verification_guard)
                 if duplicate is not None:
                     return LogAppendInfo(
                         duplicate.first_offset, duplicate.last_offset, max_ts, max_ts_offset, duplicate.timestamp,
@@ -280,6 +294,15 @@ class Log:
                 first_offset, last_offset, max_ts, max_ts_offset, append_time, self._log_start_offset,
                 size, len(batches), num_records, completed_txns=completed,
             )
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:
+        """The guard the next transactional append of this producer must carry: SENTINEL when its
+        transaction is already open here (no verification needed), else its pending verification's."""
+        with self._lock:
+            producers = self.producers
+            if producers.has_ongoing_transaction(producer_id):
+                return SENTINEL_GUARD
+            return producers.maybe_create_verification_state_entry(producer_id, sequence, epoch, now_ms()).guard
 
     def _assign_epoch_start_offsets(self, batches: Batches) -> None:
         """Record each leader epoch a follower append's batches start (magic 0/1 have none)."""
@@ -631,6 +654,12 @@ class Log:
             keep_from = min(below_recovery.base_offset if below_recovery else self._recovery_point, two_segments)
             self.producers.delete_snapshots_before(keep_from)
             return keep_from
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """A copy of every tracked producer's state by id (DescribeProducers), taken under the lock
+        appends on other threads also hold."""
+        with self._lock:
+            return [self.producers.producers[pid].copy() for pid in sorted(self.producers.producers)]
 
     def remove_expired_producers(self, now: int) -> None:
         """Forget producers idle for producer.id.expiration.ms with no open transaction."""

@@ -37,6 +37,7 @@ from storage.meta_properties import (
     read_partition_metadata,
     write_partition_metadata,
 )
+from storage.producer_state import ProducerStateManagerConfig
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,8 @@ class LogManager:
         flush_recovery_offset_checkpoint_interval_ms: int = 60000,
         flush_start_offset_checkpoint_interval_ms: int = 60000,
         high_watermark_checkpoint_interval_ms: int = 5000,
-        producer_id_expiration_ms: int = 86400000,
+        producer_state_config: ProducerStateManagerConfig | None = None,
+        producer_id_expiration_check_interval_ms: int = 600000,
         broker_epoch: int = -1,
         cleaner_config: CleanerConfig | None = None,
     ) -> None:
@@ -74,8 +76,9 @@ class LogManager:
             "recovery_point_checkpoint": flush_recovery_offset_checkpoint_interval_ms,
             "log_start_checkpoint": flush_start_offset_checkpoint_interval_ms,
             "high_watermark_checkpoint": high_watermark_checkpoint_interval_ms,
+            "producer_expiration": producer_id_expiration_check_interval_ms,
         }
-        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_state_config = producer_state_config or ProducerStateManagerConfig()
         self.broker_epoch = broker_epoch
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
@@ -148,7 +151,7 @@ class LogManager:
                 path, self.config_for(tp[0]), topic_partition=name,
                 log_start_offset=log_starts.get(tp, 0), recovery_point=recovery_points.get(tp, 0),
                 high_watermark=high_watermarks.get(tp, 0), had_clean_shutdown=clean,
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                producer_state_config=self.producer_state_config,
             )
             with self._lock:
                 if tp in self._logs:
@@ -243,7 +246,7 @@ class LogManager:
                 write_partition_metadata(path, topic_id)
             created = Log(
                 path, self.config_for(topic), topic_partition=os.path.basename(path),
-                had_clean_shutdown=True, producer_id_expiration_ms=self.producer_id_expiration_ms,
+                had_clean_shutdown=True, producer_state_config=self.producer_state_config,
             )
             self._add_log(tp, created, log_dir)
             return created
@@ -349,6 +352,7 @@ class LogManager:
             ("recovery_point_checkpoint", self.checkpoint_recovery_points),
             ("log_start_checkpoint", self.checkpoint_log_start_offsets),
             ("high_watermark_checkpoint", self.checkpoint_high_watermarks),
+            ("producer_expiration", self.remove_expired_producers),
         ]
 
     def start_scheduler(self, tick_ms: int = 1000) -> None:

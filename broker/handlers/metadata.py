@@ -42,7 +42,8 @@ def _internal_topic_spec(services: BrokerServices, topic: str) -> NewTopic:
                     config.transaction_state_log_replication_factor,
                     configs={"cleanup.policy": "compact", "compression.type": "uncompressed",
                              "min.insync.replicas": str(config.transaction_state_log_min_isr),
-                             "segment.bytes": str(config.transaction_state_log_segment_bytes)})
+                             "segment.bytes": str(config.transaction_state_log_segment_bytes),
+                             "unclean.leader.election.enable": "false"})
 
 
 async def auto_create_topic(services: BrokerServices, topic: str) -> Errors:
