@@ -170,6 +170,13 @@ class ZooKeeperServer:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash would; the data directory is kept for a restart."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
     def restart(self) -> None:
         self.stop()
         self.start()
