@@ -29,6 +29,7 @@ from storage.errors import (
 from storage.file_records import FileRecords
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import LogConfig
+from storage.log_dir_failure_channel import LogDirFailureChannel, reports_io_errors
 from storage.log_files import DELETED_SUFFIX, LEADER_EPOCH_CHECKPOINT
 from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_segment import LogSegment, now_ms
@@ -94,9 +95,11 @@ class Log:
         had_clean_shutdown: bool = False,
         producer_id_expiration_ms: int = 86400000,
         now: int | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         os.makedirs(directory, exist_ok=True)
         self.dir = directory
+        self.failure_channel = failure_channel
         self.topic_partition = topic_partition or os.path.basename(os.path.normpath(directory))
         self.config = config
         self._lock = threading.RLock()
@@ -182,6 +185,7 @@ class Log:
             return True
 
     # --- appends --------------------------------------------------------------------------
+    @reports_io_errors
     def append_as_leader(
         self, records: bytearray | memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT,
         now: int | None = None, *, validated: bool = False,
@@ -194,6 +198,7 @@ class Log:
         """
         return self._append(records, origin, leader_epoch, assign_offsets=True, now=now, check_crc=not validated)
 
+    @reports_io_errors
     def append_as_follower(self, records: Buffer, now: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader as they are (offsets already assigned)."""
         return self._append(records, AppendOrigin.REPLICATION, -1, assign_offsets=False, now=now, check_crc=True)
@@ -285,6 +290,7 @@ class Log:
         )
         return self.roll(first_offset)
 
+    @reports_io_errors
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment; the old one gets its final index entries, a snapshot and an fsync."""
         with self._lock:
@@ -305,6 +311,7 @@ class Log:
             self._flush_upto(new_offset)
             return segment
 
+    @reports_io_errors
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``offset`` (default: the log end)."""
         with self._lock:
@@ -419,6 +426,7 @@ class Log:
             return self.leader_epoch_cache.end_offset_for(leader_epoch, self._next_offset)
 
     # --- truncation -----------------------------------------------------------------------
+    @reports_io_errors
     def truncate_to(self, target_offset: int) -> bool:
         """Remove everything from ``target_offset`` on (follower truncation); False if nothing to do."""
         if target_offset < 0:
@@ -440,6 +448,7 @@ class Log:
             rebuild_producer_state(self.producers, self.segments, self._log_start_offset, target_offset, now_ms())
             return True
 
+    @reports_io_errors
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop every segment and restart the log, empty, at ``new_offset``."""
         with self._lock:
@@ -468,6 +477,7 @@ class Log:
                 self.update_high_watermark(new_log_start_offset)
             return True
 
+    @reports_io_errors
     def delete_old_segments(self, now: int | None = None) -> int:
         """Apply log start offset, retention.bytes and retention.ms; returns the segments deleted."""
         current = now_ms() if now is None else now
