@@ -227,6 +227,7 @@ class FaultCluster:
             if broker.process is None or broker.process.poll() is not None:
                 log.warning("broker %d is not running; restarting it", broker.broker_id)
                 broker.kill()
+                broker.wait_until_deregistered(60)  # the dead broker's ZooKeeper session expires first
                 broker.start(timeout=120)
                 revived.append(broker.broker_id)
         return revived
