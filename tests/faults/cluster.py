@@ -18,7 +18,7 @@ from typing import Any
 
 from storage.clock import TEST_CLOCK_OFFSET_FILE_ENV
 from tests.faults.disks import SmallDisk
-from tests.faults.netns import Node, TestNetwork
+from tests.faults.netns import FaultNetwork, Node
 from tests.harness.broker import BrokerHarnessError, BrokerProcess
 from tests.harness.kafka_cli import KAFKA_CLI, kafka_cli_unavailable_reason
 from tests.harness.zookeeper import ZooKeeperServer
@@ -81,7 +81,7 @@ class FaultCluster:
             raise BrokerHarnessError(reason)
         self.kind = kind
         self.directory = directory
-        self.network = TestNetwork()
+        self.network = FaultNetwork()
         try:
             self.zk_node = self.network.add_node("zk")
             self.broker_nodes = [self.network.add_node(f"b{i}") for i in range(BROKERS)]

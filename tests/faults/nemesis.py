@@ -46,7 +46,7 @@ def _flush(cluster: FaultCluster) -> None:
 class Nemesis:
     """Base: a named fault that lasts ``duration`` seconds in a round."""
     name: str
-    duration: float = 8.0
+    duration: float = 6.0
 
     def start(self, cluster: FaultCluster, focus: str) -> str:
         raise NotImplementedError
@@ -226,7 +226,8 @@ class ClockJump(Nemesis):
 def set_clock_offset(cluster: FaultCluster, broker_id: int, offset_ms: int) -> None:
     broker = cluster.brokers[broker_id]
     if isinstance(broker, KafkaBroker) or not isinstance(broker, OurBroker):
-        raise NotSupported("Kafka has no clock hook (and libfaketime breaks the JVM's and Python's sleeps)")
+        raise NotSupported("Kafka has no clock hook: time namespaces do not move CLOCK_REALTIME, and "
+                           "Debian's libfaketime 0.9.10 makes monotonic sleeps fail with EINVAL")
     broker.clock_file.write_text(str(offset_ms))
     if broker.process is not None and broker.process.poll() is None:
         os.kill(broker.process.pid, signal.SIGUSR2)
@@ -241,7 +242,7 @@ def default_schedule() -> list[Nemesis]:
         Partition("partition-bridge", shape="bridge"),
         Latency("latency"),
         Loss("loss"),
-        Pause("pause", duration=10.0),
+        Pause("pause", duration=8.0),  # > zookeeper.session.timeout.ms (6 s)
         Kill("kill-9"),
         KillZooKeeper("zookeeper-kill"),
         FillDisk("disk-full"),

@@ -1,6 +1,6 @@
 """Network namespaces, a bridge and veth pairs made by a test, and found again by prefix after a crash.
 
-Each ``TestNetwork`` owns a tag (``pkf`` + 4 hex digits): its namespaces, links and the state file
+Each ``FaultNetwork`` owns a tag (``pkf`` + 4 hex digits): its namespaces, links and the state file
 ``/run/pykafka-faults/TAG`` (holding the owner's pid and address block) all carry it. The bridge
 lives in a namespace of its own (``TAG-sw``); every node namespace gets a veth pair whose other end
 is a port of that bridge, and an address in the network's /24 out of the benchmarking range
@@ -79,7 +79,7 @@ class Node:
         return sh(*self.exec_prefix(), *argv, check=check)
 
 
-class TestNetwork:
+class FaultNetwork:
     """A bridge and the nodes a test puts on it; ``close()`` removes them all."""
 
     def __init__(self) -> None:

@@ -58,7 +58,8 @@ class Report:
         """One report of a schedule run in parts (in parallel: minutes are the longest part's)."""
         merged = cls(parts[0].broker, parts[0].schedule, min(p.started for p in parts),
                      max(p.minutes for p in parts), [max(p.load[i] for p in parts if len(p.load) > i) for i in range(2)])
-        merged.cells = [cell for part in parts for cell in part.cells]
+        # Parts take alternate rounds of one schedule: round by round gives the schedule's order back.
+        merged.cells = sorted((cell for part in parts for cell in part.cells), key=lambda cell: cell.round)
         return merged
 
     def violations(self) -> list[str]:

@@ -27,7 +27,7 @@ from tests.harness.kafka_cli import KafkaCli
 log = logging.getLogger(__name__)
 
 WARMUP = 2.0
-TAIL = 3.0
+TAIL = 2.0
 RECOVERY_BOUND = 90.0
 DRAIN_BOUND = 60.0
 PARTITIONS = 3
