@@ -1,7 +1,8 @@
 """The results table: one cell per nemesis × workload, written as JSON and Markdown.
 
-``python -m tests.faults.results A.json [B.json]`` prints the README's table: one run's, or two runs
-side by side (ours and Kafka 3.9's, same schedule). Rounds of the same nemesis and workload (a soak
+``python tests/faults/results.py A.json [B.json]`` prints the README's table: one run's, or two runs
+side by side (ours and Kafka 3.9's, same schedule; run as a file, it needs nothing but the standard
+library). Rounds of the same nemesis and workload (a soak
 repeats them) are added up; recovery is the median and the worst over those rounds.
 """
 from __future__ import annotations
@@ -95,14 +96,17 @@ class _Row:
         if cell.recovery_s is not None:
             self.recoveries.append(cell.recovery_s)
 
-    def columns(self) -> list[str]:
+    def columns(self, compact: bool) -> list[str]:
         if not self.supported:
-            return ["n/a"] * 5
+            return ["n/a"] * (3 if compact else 5)
         recovery = "-"
         if self.recoveries:
             median, worst = statistics.median(self.recoveries), max(self.recoveries)
             recovery = f"{median:.1f}" if self.rounds == 1 else f"{median:.1f} (max {worst:.1f})"
-        return [f"{self.acknowledged:,}", str(self.lost), str(self.duplicated), str(self.violations), recovery]
+        counts = [f"{self.acknowledged:,}", str(self.lost), str(self.duplicated)]
+        if compact:
+            return [" / ".join(counts), str(self.violations), recovery]
+        return [*counts, str(self.violations), recovery]
 
 
 def _rows(report: Report) -> dict[tuple[str, str], _Row]:
@@ -116,16 +120,18 @@ def table(reports: list[Report]) -> str:
     """Markdown: nemesis, workload, rounds, then acknowledged/lost/duplicated/violations/recovery per report."""
     per_report = [_rows(r) for r in reports]
     keys = list(dict.fromkeys(k for rows in per_report for k in rows))
-    names = ["acknowledged", "lost", "duplicated", "other violations", "recovery s"]
+    compact = len(reports) > 1  # side by side: acknowledged / lost / duplicated in one column
+    names = ["acknowledged / lost / duplicated", "other violations", "recovery s"] if compact \
+        else ["acknowledged", "lost", "duplicated", "other violations", "recovery s"]
     header = ["nemesis", "workload", "rounds"]
     for report in reports:
-        header += [f"{report.broker}: {n}" if len(reports) > 1 else n for n in names]
+        header += [f"{report.broker}: {n}" if compact else n for n in names]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for key in keys:
         rounds = max(rows[key].rounds if key in rows else 0 for rows in per_report)
         row = [*key, str(rounds)]
         for rows in per_report:
-            row += rows[key].columns() if key in rows else [""] * len(names)
+            row += rows[key].columns(compact) if key in rows else [""] * len(names)
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
