@@ -29,6 +29,7 @@ class Cell:
     failed_writes: int = 0
     consumed: int = 0
     commits: int = 0
+    generations: int = 0             # of the workload's group, as the coordinator recorded them
     recovery_s: float | None = None  # nemesis stopped -> cluster healthy
     violations: list[str] = field(default_factory=list)  # every check but loss and duplicates
     examples: list[str] = field(default_factory=list)    # of lost and duplicated writes

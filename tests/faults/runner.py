@@ -103,7 +103,8 @@ class Runner:
         self.report.cells += cells
         for cell in cells:
             say(f"round {index} {cell.nemesis} × {cell.workload}: {cell.acknowledged} acknowledged, {cell.lost} lost, "
-                f"{cell.duplicated} duplicated, {len(cell.violations)} other violations")
+                f"{cell.duplicated} duplicated, {len(cell.violations)} other violations ({cell.consumed} consumed, "
+                f"{cell.commits} commits, {cell.generations} generations)")
             for problem in (*cell.examples, *cell.violations):
                 say(f"  {problem}")
         return cells
@@ -140,6 +141,7 @@ class Runner:
                 acknowledged=produced.acknowledged, lost=produced.lost, duplicated=produced.duplicated,
                 unacknowledged_present=produced.unacknowledged_present, failed_writes=workload.producer.failed,
                 consumed=len(workload.consumers.consumed), commits=len(workload.consumers.commits),
+                generations=sum(1 for r in group_records if r.group == workload.consumers.group and r.generation),
                 recovery_s=recovery, violations=violations, examples=produced.examples))
         return cells
 
