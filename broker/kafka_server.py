@@ -126,6 +126,11 @@ class KafkaServer:
         metadata_cache = MetadataCache(broker_id)
         replica_manager = ReplicaManager(broker_id, log_manager, metadata_cache, pool.run_blocking,
                                          config.inter_broker_listener_name)
+        # A log dir failure is reported on whichever thread hit it; it is handled on the loop.
+        log_manager.failure_channel.set_handler(lambda log_dir: loop.call_soon_threadsafe(
+            loop.create_task, replica_manager.handle_log_dir_failure(log_dir)))
+        replica_manager.propagate_log_dir_event = lambda: loop.run_in_executor(
+            None, zk.propagate_log_dir_event, broker_id)
         broker_configs = await loop.run_in_executor(None, _broker_entity_configs, zk, broker_id)
         self._start_replication(replica_manager, broker_id, topic_configs, broker_configs)
         controller = KafkaController(zk, broker_id, ControllerConfig(

@@ -12,12 +12,12 @@ acknowledged on the strength of an ISR the controller has not recorded.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import Errors, KafkaApiError
+from storage.clock import now_ms
 from storage.log import Log
 
 NO_EPOCH = -1
@@ -42,10 +42,6 @@ class FollowerState:
         self.log_end_offset = fetch_offset
         self.last_fetch_leader_log_end_offset = leader_end_offset
         self.last_fetch_time_ms = now_ms
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Partition:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -90,6 +91,10 @@ class ReplicaManager:
         self.leader_quota: ReplicationQuotaManager | None = None  # throttled replication, leader side
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None  # KIP-890 verification
         self._leader_endpoints: dict[int, tuple[str, int]] = {}  # from LeaderAndIsr's live leaders
+        # Partitions whose log dir failed: KAFKA_STORAGE_ERROR until deleted (Kafka's HostedPartition.Offline).
+        self.offline_partitions: set[TopicPartition] = set()
+        # Set by the server: tells the controller (through ZooKeeper) that a log dir of ours failed.
+        self.propagate_log_dir_event: Callable[[], Awaitable[None]] | None = None
 
     # --- lookups ----------------------------------------------------------------------------
     def get_partition(self, topic: str, partition: int) -> Partition | None:
@@ -102,6 +107,8 @@ class ReplicaManager:
 
     def leader_partition(self, topic: str, partition: int) -> Partition:
         """The led partition, or the error Kafka gives for it (unknown vs not leader)."""
+        if (topic, partition) in self.offline_partitions:
+            raise KafkaApiError(Errors.KAFKA_STORAGE_ERROR, f"{topic}-{partition} is in a failed log dir")
         found = self.partitions.get((topic, partition))
         if found is None or found.log is None:
             if self.metadata_cache.partition(topic, partition) is not None:
@@ -146,6 +153,8 @@ class ReplicaManager:
             return Errors.STALE_CONTROLLER_EPOCH
         if self.broker_id not in state.replicas:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if tp in self.offline_partitions:
+            return Errors.KAFKA_STORAGE_ERROR
         try:
             tp_log = await self.run_blocking(
                 self.log_manager.get_or_create_log, topic, state.partition_index, config,
@@ -205,6 +214,8 @@ class ReplicaManager:
             return Errors.FENCED_LEADER_EPOCH
         await self._stop_fetching([tp])
         removed = self.partitions.pop(tp, None)
+        if delete:
+            self.offline_partitions.discard(tp)
         self.complete_delayed_requests(tp)
         if removed is not None:
             self._notify_leadership(tp[0], tp[1], False, leader_epoch)
@@ -216,6 +227,27 @@ class ReplicaManager:
                 return Errors.KAFKA_STORAGE_ERROR
             log.info("Deleted the log of %s-%d", tp[0], tp[1])
         return Errors.NONE
+
+    # --- log dir failures ---------------------------------------------------------------------
+    async def handle_log_dir_failure(self, log_dir: str) -> None:
+        """Kafka's handleLogDirFailure: stop serving the replicas in a dir that failed and tell the
+        controller, which moves their leadership; halt when no dir is left (the data on disk is
+        left for recovery at the next start, as after a crash)."""
+        offline = self.log_manager.handle_log_dir_failure(log_dir)
+        if not self.log_manager.live_log_dirs:
+            log.error("Shutdown broker because all log dirs in %s have failed", ", ".join(self.log_manager.log_dirs))
+            logging.shutdown()
+            os._exit(1)
+        await self._stop_fetching(offline)
+        for tp in offline:
+            self.offline_partitions.add(tp)
+            removed = self.partitions.pop(tp, None)
+            self.complete_delayed_requests(tp)
+            if removed is not None:
+                self._notify_leadership(tp[0], tp[1], False, removed.leader_epoch)
+        log.warning("Stopped serving replicas %s in failed dir %s", sorted(offline), log_dir)
+        if self.propagate_log_dir_event is not None:
+            await self.propagate_log_dir_event()
 
     # --- replication --------------------------------------------------------------------------
     def leader_endpoint(self, leader_id: int) -> tuple[str, int] | None:

@@ -32,6 +32,7 @@ from storage.errors import (
 from storage.file_records import FileRecords
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import LogConfig
+from storage.log_dir_failure_channel import LogDirFailureChannel, reports_io_errors
 from storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, LEADER_EPOCH_CHECKPOINT, SWAP_SUFFIX
 from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_segment import LogSegment, now_ms
@@ -113,9 +114,11 @@ class Log:
         had_clean_shutdown: bool = False,
         producer_state_config: ProducerStateManagerConfig | None = None,
         now: int | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         os.makedirs(directory, exist_ok=True)
         self.dir = directory
+        self.failure_channel = failure_channel
         self.topic_partition = topic_partition or os.path.basename(os.path.normpath(directory))
         self.config = config
         self._lock = threading.RLock()
@@ -208,6 +211,7 @@ class Log:
             return True
 
     # --- appends --------------------------------------------------------------------------
+    @reports_io_errors
     def append_as_leader(
         self, records: bytearray | memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT,
         now: int | None = None, *, validated: bool = False, verification_guard: VerificationGuard = SENTINEL_GUARD,
@@ -222,6 +226,7 @@ class Log:
         return self._append(records, origin, leader_epoch, assign_offsets=True, now=now, check_crc=not validated,
                             verification_guard=verification_guard)
 
+    @reports_io_errors
     def append_as_follower(self, records: Buffer, now: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader as they are (offsets already assigned)."""
         return self._append(records, AppendOrigin.REPLICATION, -1, assign_offsets=False, now=now, check_crc=True)
@@ -323,6 +328,7 @@ class Log:
         )
         return self.roll(first_offset)
 
+    @reports_io_errors
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment; the old one gets its final index entries, a snapshot and an fsync."""
         with self._lock:
@@ -343,6 +349,7 @@ class Log:
             self._flush_upto(new_offset)
             return segment
 
+    @reports_io_errors
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``offset`` (default: the log end)."""
         with self._lock:
@@ -457,6 +464,7 @@ class Log:
             return self.leader_epoch_cache.end_offset_for(leader_epoch, self._next_offset)
 
     # --- truncation -----------------------------------------------------------------------
+    @reports_io_errors
     def truncate_to(self, target_offset: int) -> bool:
         """Remove everything from ``target_offset`` on (follower truncation); False if nothing to do."""
         if target_offset < 0:
@@ -480,6 +488,7 @@ class Log:
             rebuild_producer_state(self.producers, self.segments, self._log_start_offset, target_offset, now_ms())
             return True
 
+    @reports_io_errors
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop every segment and restart the log, empty, at ``new_offset``."""
         with self.truncation_guard(), self._lock:
@@ -512,6 +521,7 @@ class Log:
                 self.update_high_watermark(new_log_start_offset)
             return True
 
+    @reports_io_errors
     def delete_old_segments(self, now: int | None = None) -> int:
         """Apply log start offset, retention.bytes and retention.ms; returns the segments deleted."""
         current = now_ms() if now is None else now

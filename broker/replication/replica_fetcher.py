@@ -218,7 +218,12 @@ class ReplicaFetcher:
         if offset < tp_log.log_end_offset:
             log.info("[%s] Truncating %s-%d to offset %d (log end was %d)", self.name, *tp, offset,
                      tp_log.log_end_offset)
-            await self.run_blocking(tp_log.truncate_to, offset)
+            try:
+                await self.run_blocking(tp_log.truncate_to, offset)
+            except StorageError as exc:  # its log dir failed: the replica manager stops this partition
+                log.error("[%s] Cannot truncate %s-%d to offset %d: %s", self.name, *tp, offset, exc)
+                self._back_off([state])
+                return
         if completed:
             state.state = ReplicaState.FETCHING
             state.fetch_offset = tp_log.log_end_offset
@@ -301,7 +306,12 @@ class ReplicaFetcher:
         if 0 <= state.fetch_offset < data.log_start_offset:
             log.warning("[%s] %s-%d: fetch offset %d is below the leader's log start offset %d; "
                         "restarting the log there", self.name, *tp, state.fetch_offset, data.log_start_offset)
-            await self.run_blocking(tp_log.truncate_fully_and_start_at, data.log_start_offset)
+            try:
+                await self.run_blocking(tp_log.truncate_fully_and_start_at, data.log_start_offset)
+            except StorageError as exc:  # its log dir failed: the replica manager stops this partition
+                log.error("[%s] Cannot restart %s-%d at offset %d: %s", self.name, *tp, data.log_start_offset, exc)
+                self._back_off([state])
+                return
             state.fetch_offset = data.log_start_offset
         else:
             log.warning("[%s] %s-%d: fetch offset %d is beyond the leader's log end; truncating to the leader's "

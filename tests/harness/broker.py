@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,8 +46,13 @@ def _request(host: str, port: int, api_key: int, version: int, body: Any, timeou
 
 class BrokerProcess:
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
-                 overrides: Mapping[str, str] | None = None, port: int | None = None) -> None:
+                 overrides: Mapping[str, str] | None = None, port: int | None = None,
+                 host: str = "127.0.0.1", command_prefix: Sequence[str] = ()) -> None:
+        """``host`` and ``command_prefix`` place the broker elsewhere than loopback, e.g. in a network
+        namespace (``["ip", "netns", "exec", NAME]`` and that namespace's address)."""
         self.zk_connect = zk_connect
+        self.host = host
+        self.command_prefix = list(command_prefix)
         self.broker_id = broker_id
         self.dir = Path(tmp_dir) / f"broker-{broker_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -62,12 +67,12 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def properties(self) -> dict[str, str]:
         props = {
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.log_dir),
             "zookeeper.connect": self.zk_connect,
             **TEST_DEFAULTS,
@@ -86,19 +91,13 @@ class BrokerProcess:
                 self.port = free_port()
         self._start_once(timeout)
 
-    def command(self) -> list[str]:
-        """The process to run with the written server.properties (a subclass runs real Kafka)."""
-        return [sys.executable, "-m", "broker", str(self.config_path)]
-
-    def environment(self) -> dict[str, str] | None:
-        return None
-
     def _start_once(self, timeout: float) -> None:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                self.command(), cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=die_with_parent, env=self.environment(),
+                [*self.command_prefix, *self.command()], env=self.env(),
+                cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -111,11 +110,19 @@ class BrokerProcess:
         self.kill()
         raise BrokerHarnessError(f"broker {self.broker_id} did not start within {timeout}s:\n{self.log_tail()}")
 
+    def command(self) -> list[str]:
+        """What runs the broker (a subclass runs another implementation of Kafka)."""
+        return [sys.executable, "-m", "broker", str(self.config_path)]
+
+    def env(self) -> dict[str, str] | None:
+        """The broker's environment; None inherits ours."""
+        return None
+
     def _answers_api_versions(self) -> bool:
         from protocol.messages import ApiVersionsRequest
 
         try:
-            response = _request("127.0.0.1", self.port, 18, 3, ApiVersionsRequest(
+            response = _request(self.host, self.port, 18, 3, ApiVersionsRequest(
                 client_software_name="harness", client_software_version="1"), timeout=1.0)
         except OSError:
             return False
@@ -143,10 +150,10 @@ class BrokerProcess:
         body = MetadataRequest(
             topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
             allow_auto_topic_creation=False)
-        return _request("127.0.0.1", self.port, 3, 12, body)
+        return _request(self.host, self.port, 3, 12, body)
 
     def request(self, api_key: int, version: int, body: Any, timeout: float = 5.0) -> Any:
-        return _request("127.0.0.1", self.port, api_key, version, body, timeout)
+        return _request(self.host, self.port, api_key, version, body, timeout)
 
     def pause(self) -> None:
         """SIGSTOP: the process freezes (no fetches, no ZooKeeper heartbeats) until ``resume()``."""

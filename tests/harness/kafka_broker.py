@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_cli import KAFKA_CLI, kafka_cli_unavailable_reason
@@ -18,8 +19,9 @@ from tests.harness.kafka_cli import KAFKA_CLI, kafka_cli_unavailable_reason
 
 class KafkaBroker(BrokerProcess):
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
-                 overrides: Mapping[str, str] | None = None, log_dir: Path | None = None) -> None:
-        super().__init__(zk_connect, broker_id, tmp_dir, overrides)
+                 overrides: Mapping[str, str] | None = None, log_dir: Path | None = None, **placement: Any) -> None:
+        """``placement``: BrokerProcess's ``port``, ``host`` and ``command_prefix``."""
+        super().__init__(zk_connect, broker_id, tmp_dir, overrides, **placement)
         self.dir = Path(tmp_dir) / f"kafka-{broker_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = log_dir or self.dir / "kafka-logs"
@@ -30,7 +32,7 @@ class KafkaBroker(BrokerProcess):
     def command(self) -> list[str]:
         return [str(KAFKA_CLI / "bin" / "kafka-server-start.sh"), str(self.config_path)]
 
-    def environment(self) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         return dict(os.environ, LOG_DIR=str(self.log4j_dir), KAFKA_HEAP_OPTS="-Xmx512m")
 
     def start(self, timeout: float = 90.0) -> None:

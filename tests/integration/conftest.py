@@ -83,10 +83,3 @@ def cluster3(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) ->
 def _failed(request: pytest.FixtureRequest) -> bool:
     report = getattr(request.node, "rep_call", None)
     return report is not None and report.failed
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    outcome = yield
-    report = outcome.get_result()
-    setattr(item, f"rep_{report.when}", report)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import enum
 import struct
-import time
 from dataclasses import dataclass, field
 
 from protocol.errors import Errors
+from storage.clock import now_ms
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
@@ -45,10 +45,6 @@ VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
 
 class IllegalGroupStateTransition(RuntimeError):
     pass
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
