@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from broker.handlers import answer
 from broker.network.request_channel import Request, Response
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import Message
@@ -44,11 +45,7 @@ def respond_later(services: BrokerServices, request: Request, awaitable: Awaitab
     future = asyncio.ensure_future(awaitable)
 
     def respond(done: asyncio.Future[T]) -> Response:
-        try:
-            return Response.send(request, build(done.result()))
-        except Exception:
-            log.exception("Closing connection %s: failed to complete %r", request.connection_id, request.header)
-            return Response.close(request)
+        return answer(request, lambda: build(done.result()))
 
     if future.done():
         return respond(future)

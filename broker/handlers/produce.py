@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from broker.delayed_produce import DelayedProduce
-from broker.handlers import handles
+from broker.handlers import answer, handles
 from broker.errors import error_of
 from broker.produce_validator import RecordValidationError, validate_records
 from broker.network.request_channel import Request, Response
@@ -54,7 +54,10 @@ def _leader_hints(services: BrokerServices, request: Request, entries: dict[str,
 
 
 def error_response(request: Request, error: Errors) -> Any:
+    """Every partition with ``error``; None (close the connection, as Kafka does) for acks=0."""
     body = request.body()
+    if body.acks == 0:
+        return None
     return _response({t.name: [_error_entry(p.index, error) for p in t.partition_data] for t in body.topic_data})
 
 
@@ -93,8 +96,6 @@ async def handle_produce(services: BrokerServices, request: Request) -> Response
     version = request.api_version
     acks = body.acks
     if acks not in (-1, 0, 1):
-        if acks == 0:
-            return Response.close(request)
         return Response.send(request, error_response(request, Errors.INVALID_REQUIRED_ACKS))
     entries: dict[str, list[Any]] = {}
     waiting: dict[tuple[str, int], tuple[int, Any]] = {}
@@ -112,7 +113,7 @@ async def handle_produce(services: BrokerServices, request: Request) -> Response
         return Response.send(request, _response(entries, hints))
     channel = services.request_channel
     operation = DelayedProduce(body.timeout_ms, services.replica_manager, waiting,
-                               lambda: channel.send_response(Response.send(request, _response(entries, hints))))
+                               lambda: channel.send_response(answer(request, lambda: _response(entries, hints))))
     # Answered by the operation's on_complete, now or when the ISR catches up or time runs out.
     services.replica_manager.produce_purgatory.try_complete_else_watch(operation, list(waiting))
     return None
