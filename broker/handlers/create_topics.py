@@ -72,7 +72,7 @@ def _new_topic(services: BrokerServices, topic: Any) -> tuple[NewTopic, int, int
 async def handle_create_topics(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
     version = request.api_version
-    results = [Result(name=t.name) for t in body.topics]
+    results = [Result(name=t.name, error_message=None) for t in body.topics]  # Kafka: null unless failed
     if not services.controller.is_active:
         for result in results:
             _set_error(result, Errors.NOT_CONTROLLER, None)

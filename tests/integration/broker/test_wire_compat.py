@@ -125,6 +125,14 @@ def test_describe_groups_fills_operations_only_for_groups_it_describes(module_br
 
 # --- admin requests --------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("version", [1, 4, 5, 7])
+def test_create_topics_has_no_error_message_for_a_created_topic(module_broker: BrokerProcess, version: int) -> None:
+    request = CreateTopicsRequest(timeout_ms=10000, topics=[CreateTopicsRequest.CreatableTopic(
+        name=f"ct-{uuid.uuid4().hex[:8]}", num_partitions=1, replication_factor=1)])
+    [result] = module_broker.request(ApiKey.CREATE_TOPICS, version, request, timeout=15).topics
+    assert (result.error_code, result.error_message) == (0, None)
+
+
 def test_partition_counts_no_zookeeper_node_can_hold_are_refused_at_once(module_broker: BrokerProcess) -> None:
     topic = _topic(module_broker)
     grow = CreatePartitionsRequest(timeout_ms=1000, validate_only=True, topics=[
