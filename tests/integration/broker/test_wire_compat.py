@@ -20,6 +20,7 @@ from protocol.messages import (
     CreateTopicsRequest,
     DescribeClusterRequest,
     DescribeGroupsRequest,
+    LeaderAndIsrRequest,
     MetadataRequest,
 )
 from protocol.schema import ZERO_UUID
@@ -155,3 +156,23 @@ def test_alter_partition_with_an_unknown_leader_recovery_state_fails_that_reques
     with module_broker.connect() as connection:
         assert connection.request(ApiKey.ALTER_PARTITION, 1, request).error_code == Errors.UNKNOWN_SERVER_ERROR
         assert connection.request(ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataTopic(name=topic)])).topics
+
+
+def test_leader_and_isr_for_an_illegal_topic_name_fails_without_touching_the_disk(
+        module_broker: BrokerProcess) -> None:
+    from coordination.kafka_zk_client import KafkaZkClient
+
+    zk = KafkaZkClient.connect(module_broker.zk_connect, 10000)
+    try:
+        epoch = zk.get_controller_epoch()
+    finally:
+        zk.close()
+    assert epoch is not None
+    L = LeaderAndIsrRequest
+    request = L(controller_id=0, controller_epoch=epoch[0], broker_epoch=-1, topic_states=[L.LeaderAndIsrTopicState(
+        topic_name="../escaped", partition_states=[L.LeaderAndIsrPartitionState(
+            partition_index=0, controller_epoch=epoch[0], leader=0, leader_epoch=1, isr=[0], replicas=[0])])])
+    response = module_broker.request(ApiKey.LEADER_AND_ISR, 5, request)
+    assert response.error_code == Errors.UNKNOWN_SERVER_ERROR  # as Kafka answers
+    assert [e.error_code for t in response.topics for e in t.partition_errors] == [Errors.UNKNOWN_SERVER_ERROR]
+    assert not (module_broker.log_dir.parent / "escaped-0").exists()
