@@ -19,7 +19,9 @@ from protocol.messages import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DescribeClusterRequest,
+    DescribeConfigsRequest,
     DescribeGroupsRequest,
+    IncrementalAlterConfigsRequest,
     LeaderAndIsrRequest,
     MetadataRequest,
 )
@@ -176,3 +178,44 @@ def test_leader_and_isr_for_an_illegal_topic_name_fails_without_touching_the_dis
     assert response.error_code == Errors.UNKNOWN_SERVER_ERROR  # as Kafka answers
     assert [e.error_code for t in response.topics for e in t.partition_errors] == [Errors.UNKNOWN_SERVER_ERROR]
     assert not (module_broker.log_dir.parent / "escaped-0").exists()
+
+
+# --- configs -----------------------------------------------------------------------------------------
+
+def test_deprecated_message_format_version_is_accepted_as_kafka_3_accepts_it(module_broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    topic = f"mfv-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1, 1, config={"message.format.version": "0.10.0.0"})])[topic].result(20)
+    for value in ("0.10.0", "2.8.1.7", "3.9-IV0"):  # extra segments are ignored, as Kafka's parser does
+        resource = ConfigResource("topic", topic, incremental_configs=[
+            ConfigEntry("message.format.version", value, incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(20)
+        described = admin.describe_configs([ConfigResource("topic", topic)])
+        assert next(iter(described.values())).result(20)["message.format.version"].value == value
+    invalid = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=2, resource_name=topic, configs=[IncrementalAlterConfigsRequest.AlterableConfig(
+            name="message.format.version", config_operation=0, value="9.9")])])
+    [result] = module_broker.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, invalid).responses
+    assert result.error_code == Errors.INVALID_CONFIG  # Kafka: an invalid topic value is INVALID_CONFIG
+    assert result.error_message.endswith("Invalid value 9.9 for configuration message.format.version: "
+                                         "Version 9.9 is not a valid version")
+
+
+def test_config_errors_and_documentation_as_kafka_answers_them(module_broker: BrokerProcess) -> None:
+    I = IncrementalAlterConfigsRequest
+    logger = I(validate_only=True, resources=[I.AlterConfigsResource(resource_type=8, resource_name="0", configs=[
+        I.AlterableConfig(name="no.such.logger", config_operation=0, value="INFO")])])
+    [result] = module_broker.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, logger).responses
+    assert (result.error_code, result.error_message) == (Errors.INVALID_CONFIG, "Logger no.such.logger does not exist!")
+    broker = I(validate_only=True, resources=[I.AlterConfigsResource(resource_type=4, resource_name="0", configs=[
+        I.AlterableConfig(name="log.cleaner.threads", config_operation=0, value="abc")])])
+    [result] = module_broker.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, broker).responses
+    assert result.error_code == Errors.INVALID_REQUEST
+    assert result.error_message.startswith("Invalid value abc for configuration log.cleaner.threads")
+    topic = _topic(module_broker)
+    D = DescribeConfigsRequest
+    described = module_broker.request(ApiKey.DESCRIBE_CONFIGS, 4, D(resources=[D.DescribeConfigsResource(
+        resource_type=2, resource_name=topic, configuration_keys=["retention.ms"])], include_documentation=False))
+    assert [c.documentation for c in described.results[0].configs] == [None]
