@@ -8,7 +8,8 @@ traceback while answering, and still serve a fresh client at the end.
 
 Strings and records are biased towards names and batches that exist, so the probes reach the
 handlers' real paths and not only their "unknown topic" answers; waits (timeouts, long polls,
-rebalances) are capped so that a well-behaved broker answers each probe quickly.
+rebalances) and new topics' partition counts are capped so that a well-behaved broker answers each
+probe quickly.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.admin.topic_validation import MAX_PARTITIONS
 from broker.handlers import load_all
 from broker.kafka_apis import RegisteredApiVersionManager
 from protocol.api_keys import ApiKey
@@ -40,6 +42,7 @@ SERVED = sorted(((key, version) for key, lo, hi in RegisteredApiVersionManager()
                  for version in range(lo, hi + 1)), key=lambda served: (served[0] in DISRUPTIVE, served))
 EXAMPLES_PER_VERSION = int(os.environ.get("PROBE_EXAMPLES", "4"))  # more to search harder by hand
 MAX_WAIT_MS = 200  # cap for every timeout and long poll in a probe
+MAX_NEW_PARTITIONS = 8  # cap for the partitions of a topic a probe creates
 TOPIC, COMPACTED, GROUP = "probe", "probe-compact", "probe-group"
 NAMES = [TOPIC, COMPACTED, GROUP, "", "probe-member", "consumer", "range"]
 
@@ -68,19 +71,24 @@ class ProbeStrategies(MessageStrategies):
         return super().scalar(f)
 
 
-def _cap_waits(message: Message) -> None:
-    """Bound every wait the request asks for (long polls, request timeouts, rebalances)."""
+def _cap(message: Message) -> None:
+    """Bound every wait the request asks for (long polls, request timeouts, rebalances) and the size of
+    topics it may create (a topic of thousands of partitions is legal, just slow to make and elect);
+    counts beyond what ZooKeeper can hold stay, the broker must refuse them at once."""
     for attr in message._fields:
         value = getattr(message, attr)
         if isinstance(value, Message):
-            _cap_waits(value)
+            _cap(value)
         elif isinstance(value, list):
             for item in value:
                 if isinstance(item, Message):
-                    _cap_waits(item)
-        elif isinstance(value, int) and not isinstance(value, bool) and value > MAX_WAIT_MS \
-                and (attr.endswith("timeout_ms") or attr == "max_wait_ms"):
+                    _cap(item)
+        elif isinstance(value, bool) or not isinstance(value, int):
+            continue
+        elif value > MAX_WAIT_MS and (attr.endswith("timeout_ms") or attr == "max_wait_ms"):
             setattr(message, attr, value % MAX_WAIT_MS)
+        elif MAX_NEW_PARTITIONS < value <= MAX_PARTITIONS and attr in ("num_partitions", "count"):
+            setattr(message, attr, value % MAX_NEW_PARTITIONS)
 
 
 class Probe:
@@ -141,7 +149,7 @@ def _strategy(api_key: ApiKey, version: int) -> st.SearchStrategy[Any]:
 def test_every_decodable_request_gets_a_well_formed_response(probe: Probe, api_key: ApiKey, version: int,
                                                              data: st.DataObject) -> None:
     body = data.draw(_strategy(api_key, version))
-    _cap_waits(body)
+    _cap(body)
     acks_zero = api_key == ApiKey.PRODUCE and body.acks == 0
     try:
         response = probe.exchange(api_key, version, body, expect_response=not acks_zero)
