@@ -41,7 +41,8 @@ class KafkaApis:
             log.warning("Closing connection %s: no handler for api key %d", request.connection_id, request.api_key)
             return Response.close(request)
         try:
-            request.body()
+            if api_key is not ApiKey.API_VERSIONS:  # it answers versions and bodies it cannot read itself
+                request.body()
         except ProtocolError as exc:
             log.warning("Closing connection %s: cannot parse the body of %r: %s", request.connection_id,
                         request.header, exc)

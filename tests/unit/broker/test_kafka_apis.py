@@ -90,3 +90,19 @@ def test_a_failed_acks_0_produce_closes_the_connection_as_in_kafka(monkeypatch: 
             name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=None)])])
         response = _dispatch(monkeypatch, ApiKey.PRODUCE, broken, _request(ApiKey.PRODUCE, 9, body))
         assert response is not None and response.action is action
+
+
+def test_api_versions_reads_versions_and_bodies_it_does_not_know_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    from broker.kafka_apis import RegisteredApiVersionManager
+    from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+
+    frame = bytearray(encode_request(ApiVersionsRequest(), ApiKey.API_VERSIONS, 3, 9, "unit")[4:])
+    frame[2:4] = (99).to_bytes(2, "big")  # a version from the future: Kafka answers it in v0
+    request = Request(MagicMock(), "conn", parse_request_header(frame), frame, "PLAINTEXT", "PLAINTEXT",
+                      ("127.0.0.1", 5000))
+    server = MagicMock()
+    server.services.api_version_manager = RegisteredApiVersionManager()
+    response = asyncio.run(KafkaApis(server)(request))
+    assert response is not None and response.action is ResponseAction.SEND
+    frame_out = b"".join(bytes(p) for p in response.parts)
+    assert ApiVersionsResponse.decode(frame_out[8:], 0).error_code == Errors.UNSUPPORTED_VERSION
