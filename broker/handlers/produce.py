@@ -20,16 +20,27 @@ from coordination.errors import CoordinationError
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import ProduceResponse
-from storage.errors import StorageError
+from storage.errors import InvalidRecordError, StorageError
 
 log = logging.getLogger(__name__)
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 
-def _error_entry(index: int, error: Errors, message: str | None = None) -> Any:
+def _error_entry(index: int, error: Errors, log_start_offset: int = -1) -> Any:
+    """A failed partition; like Kafka, without a message (only record errors carry one)."""
     return PartitionResponse(index=index, error_code=int(error), base_offset=-1, log_append_time_ms=-1,
-                             log_start_offset=-1, error_message=message)
+                             log_start_offset=log_start_offset, error_message=None)
+
+
+def _record_errors_entry(index: int, exc: RecordValidationError, log_start_offset: int, version: int) -> Any:
+    """Records Kafka refuses: the log start offset when found at append, KIP-467 record errors (v8+)."""
+    entry = _error_entry(index, exc.error, log_start_offset if exc.at_append else -1)
+    if version >= 8 and exc.record_errors:
+        entry.error_message = exc.message
+        entry.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                               for i, m in exc.record_errors]
+    return entry
 
 
 def _response(entries: dict[str, list[Any]], node_endpoints: list[Any] | None = None) -> Any:
@@ -65,26 +76,25 @@ async def _append_partition(services: BrokerServices, topic: str, index: int, re
                             acks: int) -> tuple[Any, int]:
     """Append one partition; (response entry, offset the HW must reach for acks=all or -1)."""
     replica_manager = services.replica_manager
+    log_start_offset = -1
     try:
         partition = replica_manager.leader_partition(topic, index)
         tp_log = partition.leader_log()
-        to_append = validate_records(records, version, tp_log.config.compression_type,
-                                     compacted=tp_log.config.compact_enabled)
+        log_start_offset = tp_log.log_start_offset
+        to_append = validate_records(records, version, tp_log.config, f"{topic}-{index}")
         if len(to_append) == 0:
             return PartitionResponse(index=index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                                      log_start_offset=tp_log.log_start_offset), -1
         info = await replica_manager.append_to_leader(topic, index, to_append, acks)
     except RecordValidationError as exc:
-        entry = _error_entry(index, exc.error, exc.message)
-        if version >= 8 and exc.record_index is not None:
-            entry.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(
-                batch_index=exc.record_index, batch_index_error_message=exc.message)]
-        return entry, -1
+        log.info("Produce to %s-%d refused (%s): %s", topic, index, exc.error.name, exc.message)
+        return _record_errors_entry(index, exc, log_start_offset, version), -1
     except (KafkaApiError, StorageError, CoordinationError) as exc:
         error = error_of(exc)
         assert error is not None
         log.debug("Produce to %s-%d failed: %s", topic, index, exc)
-        return _error_entry(index, error, str(exc) if version >= 8 else None), -1
+        # Records the log refuses at append (Kafka's InvalidRecordException) are answered with the log start.
+        return _error_entry(index, error, log_start_offset if isinstance(exc, InvalidRecordError) else -1), -1
     return PartitionResponse(index=index, error_code=0, base_offset=info.first_offset,
                              log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset), \
         info.last_offset + 1
