@@ -60,14 +60,17 @@ class BrokerConnection:
         self.correlation_id += 1
         self.sock.sendall(encode_request(body, api_key, version, self.correlation_id, self.client_id))
 
-    def request(self, api_key: int, version: int, body: Any) -> Any:
-        """Send and read the answer (ConnectionError if the broker closed the connection instead)."""
+    def read(self, api_key: int, version: int) -> Any:
+        """The answer to the request sent last (ConnectionError if the broker closed the connection)."""
         from coordination.blocking_rpc import read_response
 
-        self.send(api_key, version, body)
         correlation_id, response = read_response(self.sock, api_key, version)
         assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
         return response
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        self.send(api_key, version, body)
+        return self.read(api_key, version)
 
     def close(self) -> None:
         self.sock.close()
