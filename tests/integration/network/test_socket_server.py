@@ -19,6 +19,7 @@ from tests.harness.waiting import wait_for
 from network_harness import (
     api_versions_request,
     echo_api_versions,
+    echo_once_released,
     is_closed_by_server,
     raw_frame,
     recv_api_versions,
@@ -281,12 +282,7 @@ def test_unparseable_body_closes_the_connection(network_server):
 
 def test_full_request_channel_pauses_reading_until_space_frees(network_server):
     release = threading.Event()
-
-    async def handle(request: Request) -> Response:
-        while not release.is_set():
-            await asyncio.sleep(0.005)
-        return await echo_api_versions(request)
-
+    handle = echo_once_released(release)
     server = network_server(handle, queued_max_requests=1, num_io_threads=1)
     clients = [server.connect() for _ in range(4)]
     for i, sock in enumerate(clients):
@@ -361,12 +357,7 @@ def test_parked_request_frees_its_worker_and_is_answered_later(network_server):
 
 def test_queued_max_request_bytes_stops_reading_until_requests_free_their_bytes(network_server):
     release = threading.Event()
-
-    async def handle(request: Request) -> Response:
-        while not release.is_set():
-            await asyncio.sleep(0.005)
-        return await echo_api_versions(request)
-
+    handle = echo_once_released(release)
     server = network_server(handle, queued_max_request_bytes=200, socket_request_max_bytes=200)
     clients = [server.connect() for _ in range(3)]
     for i, sock in enumerate(clients):
