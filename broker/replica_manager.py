@@ -25,6 +25,8 @@ from broker.delayed_operation import DelayedOperationPurgatory
 from broker.delayed_produce import DelayedProduce
 from broker.errors import error_of
 from broker.partition import NO_EPOCH, Partition, now_ms
+from coordination.admin_zk_client import validate_topic_name
+from coordination.errors import InvalidTopicError
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import LeaderAndIsrResponse, ProduceResponse, StopReplicaResponse
 from protocol.schema import ZERO_UUID
@@ -123,6 +125,11 @@ class ReplicaManager:
         """LeaderAndIsr (v2+): per partition create the log and become leader or follower."""
         if request.broker_epoch != -1 and request.broker_epoch < self.broker_epoch:
             return LeaderAndIsrResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
+        for topic_state in request.topic_states:
+            try:  # a log directory is named after the topic: never outside the log dir
+                validate_topic_name(topic_state.topic_name)
+            except InvalidTopicError as exc:  # Kafka fails the whole request on such a name
+                raise KafkaApiError(Errors.UNKNOWN_SERVER_ERROR, f"LeaderAndIsr for an illegal topic: {exc}") from None
         for leader in request.live_leaders:
             self._leader_endpoints[leader.broker_id] = (leader.host_name, leader.port)
         results: dict[str, list[Any]] = {}

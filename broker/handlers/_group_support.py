@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from broker.handlers import answer, failure_response
 from broker.network.request_channel import Request, Response
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import Message
@@ -67,11 +68,7 @@ def respond_later(services: BrokerServices, request: Request, awaitable: Awaitab
     future = asyncio.ensure_future(awaitable)
 
     def respond(done: asyncio.Future[T]) -> Response:
-        try:
-            return Response.send(request, build(done.result()))
-        except Exception:
-            log.exception("Closing connection %s: failed to complete %r", request.connection_id, request.header)
-            return Response.close(request)
+        return answer(request, lambda: build(done.result()))
 
     if future.done():
         return respond(future)
@@ -85,9 +82,8 @@ def complete_later(services: BrokerServices, request: Request, awaitable: Awaita
     def respond(done: asyncio.Future[Response | None]) -> Response | None:
         try:
             return done.result()
-        except Exception:
-            log.exception("Closing connection %s: failed to complete %r", request.connection_id, request.header)
-            return Response.close(request)
+        except Exception as exc:
+            return failure_response(request, exc)
 
     _send_when_done(services, request, asyncio.ensure_future(awaitable), respond)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from broker.delayed_fetch import DelayedFetch, enough
 from broker.fetch_session import CachedPartition, FetchContext
-from broker.handlers import handles
+from broker.handlers import answer, handles
 from broker.network.request_channel import Request, Response
 from broker.replica_manager import FetchPartitionSpec, PartitionReadResult
 from broker.services import BrokerServices
@@ -148,8 +148,8 @@ async def handle_fetch(services: BrokerServices, request: Request) -> Response |
         return replica_manager.read_from_local_log(specs, replica_id, isolation, max_bytes)
 
     def response(final: dict[TopicPartition, PartitionReadResult]) -> Response:
-        return Response.send(request, _build_response(services, context, final, unknown, version, read_committed,
-                                                      request.listener_name))
+        return answer(request, lambda: _build_response(services, context, final, unknown, version, read_committed,
+                                                       request.listener_name))
 
     results = read()
     if body.max_wait_ms <= 0 or not specs or enough(results, body.min_bytes):

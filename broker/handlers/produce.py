@@ -18,7 +18,7 @@ from typing import Any
 from broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 from broker.delayed_produce import DelayedProduce
 from broker.errors import TYPED_FAILURES, error_of
-from broker.handlers import handles
+from broker.handlers import answer, handles
 from broker.handlers._group_support import complete_later
 from broker.network.request_channel import Request, Response
 from broker.produce_validator import RecordValidationError, validate_records
@@ -29,6 +29,7 @@ from protocol.exceptions import CorruptRecordError
 from protocol.messages import ProduceResponse
 from protocol.records.batch import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_FLAG_MASK, iter_batch_positions, \
     read_batch_header
+from storage.errors import InvalidRecordError
 from storage.producer_state import SENTINEL_GUARD, VerificationGuard
 
 log = logging.getLogger(__name__)
@@ -44,9 +45,20 @@ RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({Errors.CONCURRENT_TRANSACTIONS, Errors
                                           Errors.NOT_COORDINATOR})
 
 
-def _error_entry(index: int, error: Errors, message: str | None = None) -> Any:
+def _error_entry(index: int, error: Errors, log_start_offset: int = -1) -> Any:
+    """A failed partition; like Kafka, without a message (only record errors carry one)."""
     return PartitionResponse(index=index, error_code=int(error), base_offset=-1, log_append_time_ms=-1,
-                             log_start_offset=-1, error_message=message)
+                             log_start_offset=log_start_offset, error_message=None)
+
+
+def _record_errors_entry(index: int, exc: RecordValidationError, log_start_offset: int, version: int) -> Any:
+    """Records Kafka refuses: the log start offset when found at append, KIP-467 record errors (v8+)."""
+    entry = _error_entry(index, exc.error, log_start_offset if exc.at_append else -1)
+    if version >= 8 and exc.record_errors:
+        entry.error_message = exc.message
+        entry.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                               for i, m in exc.record_errors]
+    return entry
 
 
 def _response(entries: dict[str, list[Any]], node_endpoints: list[Any] | None = None) -> Any:
@@ -71,7 +83,10 @@ def _leader_hints(services: BrokerServices, request: Request, entries: dict[str,
 
 
 def error_response(request: Request, error: Errors) -> Any:
+    """Every partition with ``error``; None (close the connection, as Kafka does) for acks=0."""
     body = request.body()
+    if body.acks == 0:
+        return None
     return _response({t.name: [_error_entry(p.index, error) for p in t.partition_data] for t in body.topic_data})
 
 
@@ -106,27 +121,26 @@ async def _append_partition(services: BrokerServices, topic: str, index: int, re
                             acks: int, verification_guard: VerificationGuard) -> tuple[Any, int]:
     """Append one partition; (response entry, offset the HW must reach for acks=all or -1)."""
     replica_manager = services.replica_manager
+    log_start_offset = -1
     try:
         partition = replica_manager.leader_partition(topic, index)
         tp_log = partition.leader_log()
-        to_append = validate_records(records, version, tp_log.config.compression_type,
-                                     compacted=tp_log.config.compact_enabled)
+        log_start_offset = tp_log.log_start_offset
+        to_append = validate_records(records, version, tp_log.config, f"{topic}-{index}")
         if len(to_append) == 0:
             return PartitionResponse(index=index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                                      log_start_offset=tp_log.log_start_offset), -1
         info = await replica_manager.append_to_leader(topic, index, to_append, acks,
                                                       verification_guard=verification_guard)
     except RecordValidationError as exc:
-        entry = _error_entry(index, exc.error, exc.message)
-        if version >= 8 and exc.record_index is not None:
-            entry.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(
-                batch_index=exc.record_index, batch_index_error_message=exc.message)]
-        return entry, -1
+        log.info("Produce to %s-%d refused (%s): %s", topic, index, exc.error.name, exc.message)
+        return _record_errors_entry(index, exc, log_start_offset, version), -1
     except TYPED_FAILURES as exc:
         error = error_of(exc)
         assert error is not None
         log.debug("Produce to %s-%d failed: %s", topic, index, exc)
-        return _error_entry(index, error, str(exc) if version >= 8 else None), -1
+        # Records the log refuses at append (Kafka's InvalidRecordException) are answered with the log start.
+        return _error_entry(index, error, log_start_offset if isinstance(exc, InvalidRecordError) else -1), -1
     return PartitionResponse(index=index, error_code=0, base_offset=info.first_offset,
                              log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset), \
         info.last_offset + 1
@@ -137,8 +151,6 @@ async def handle_produce(services: BrokerServices, request: Request) -> Response
     body = request.body()
     acks = body.acks
     if acks not in (-1, 0, 1):
-        if acks == 0:
-            return Response.close(request)
         return Response.send(request, error_response(request, Errors.INVALID_REQUIRED_ACKS))
     producers = {(t.name, p.index): producer for t in body.topic_data for p in t.partition_data
                  if (producer := _transactional_producer(p.records)) is not None}
@@ -183,7 +195,9 @@ async def _append_all(services: BrokerServices, request: Request, failed: dict[T
             tp = (topic_data.name, p.index)
             if tp in failed:
                 error, message = _verification_failure(failed[tp])
-                entry, required = _error_entry(p.index, error, message if version >= 8 else None), -1
+                entry, required = _error_entry(p.index, error), -1
+                if version >= 8:
+                    entry.error_message = message
             else:
                 entry, required = await _append_partition(services, topic_data.name, p.index, p.records, version,
                                                            acks, guards.get(tp, SENTINEL_GUARD))
@@ -198,7 +212,7 @@ async def _append_all(services: BrokerServices, request: Request, failed: dict[T
         return Response.send(request, _response(entries, hints))
     channel = services.request_channel
     operation = DelayedProduce(body.timeout_ms, services.replica_manager, waiting,
-                               lambda: channel.send_response(Response.send(request, _response(entries, hints))))
+                               lambda: channel.send_response(answer(request, lambda: _response(entries, hints))))
     # Answered by the operation's on_complete, now or when the ISR catches up or time runs out.
     services.replica_manager.produce_purgatory.try_complete_else_watch(operation, list(waiting))
     return None

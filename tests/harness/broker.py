@@ -44,6 +44,44 @@ def _request(host: str, port: int, api_key: int, version: int, body: Any, timeou
     return send_request(host, port, body, api_key, version, "test-harness", timeout)
 
 
+class BrokerConnection:
+    """One client connection kept open across requests, to check that the broker keeps it open too."""
+
+    def __init__(self, port: int, client_id: str = "test-harness", timeout: float = 15.0) -> None:
+        import socket
+
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.client_id = client_id
+        self.correlation_id = 0
+
+    def send(self, api_key: int, version: int, body: Any) -> None:
+        from protocol.framing import encode_request
+
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(body, api_key, version, self.correlation_id, self.client_id))
+
+    def read(self, api_key: int, version: int) -> Any:
+        """The answer to the request sent last (ConnectionError if the broker closed the connection)."""
+        from coordination.blocking_rpc import read_response
+
+        correlation_id, response = read_response(self.sock, api_key, version)
+        assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
+        return response
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        self.send(api_key, version, body)
+        return self.read(api_key, version)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> BrokerConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 class BrokerProcess:
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
                  overrides: Mapping[str, str] | None = None, port: int | None = None,
@@ -154,6 +192,9 @@ class BrokerProcess:
 
     def request(self, api_key: int, version: int, body: Any, timeout: float = 5.0) -> Any:
         return _request(self.host, self.port, api_key, version, body, timeout)
+
+    def connect(self, client_id: str = "test-harness") -> BrokerConnection:
+        return BrokerConnection(self.port, client_id)
 
     def pause(self) -> None:
         """SIGSTOP: the process freezes (no fetches, no ZooKeeper heartbeats) until ``resume()``."""

@@ -16,7 +16,6 @@ from broker.coordinator.group.group_coordinator import (
 )
 from broker.coordinator.group.group_metadata import (
     CONSUMER_PROTOCOL_TYPE,
-    UNKNOWN_MEMBER_ID,
     GroupMetadata,
     GroupState,
     OffsetAndMetadata,
@@ -38,14 +37,22 @@ NO_OFFSET: OffsetFetchEntry = (-1, -1, "", Errors.NONE)
 
 def _validate_offset_commit(group: GroupMetadata, generation_id: int, member_id: str,
                             group_instance_id: str | None, transactional: bool = False) -> Errors | None:
+    """Kafka 3.9's commit checks, in its order (each side compared with a real broker).
+
+    OffsetCommit: an Empty group takes any commit without a generation (a group that only stores
+    offsets), whatever member id it names; otherwise only a current member of the current generation
+    commits (one that left during a rebalance does not). TxnOffsetCommit: membership is checked only
+    when the request carries some (v0-2 carry none), whatever the group's state.
+    """
     if group.is_in(S.DEAD):
         return Errors.COORDINATOR_NOT_AVAILABLE
-    if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-        return group.member_error(member_id, group_instance_id, generation_id)
-    if not transactional and not group.is_in(S.EMPTY):
-        # only members commit for a group with members; TxnOffsetCommit v0-2 carries no membership
-        return Errors.UNKNOWN_MEMBER_ID
-    return None
+    if transactional:
+        if generation_id < 0 and member_id == UNKNOWN_MEMBER_ID and group_instance_id is None:
+            return None
+    elif generation_id < 0 and group.is_in(S.EMPTY) and not group.is_static_member_fenced(group_instance_id,
+                                                                                             member_id):
+        return None
+    return group.member_error(member_id, group_instance_id, generation_id)
 
 
 async def commit_offsets(coordinator: GroupCoordinator, group_id: str, member_id: str, group_instance_id: str | None,

@@ -151,7 +151,7 @@ def test_produce_errors(broker: BrokerProcess) -> None:
     update_crc(bad_count, 0)
     entry = _produce(broker, topic, bad_count)
     assert entry.error_code == Errors.INVALID_RECORD and entry.record_errors == []
-    assert "Inconsistent batch offset range" in entry.error_message
+    assert (entry.error_message, entry.log_start_offset) == (None, 0)  # as Kafka answers a batch it refuses
     two_batches = _batch([b"a"]) + _batch([b"b"])
     assert _produce(broker, topic, two_batches).error_code == Errors.INVALID_RECORD
     acks2 = ProduceRequest(acks=2, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
