@@ -20,6 +20,7 @@ from broker.coordinator.group.group_metadata import (
     GroupState,
     OffsetAndMetadata,
     TopicPartition,
+    UNKNOWN_MEMBER_ID,
 )
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC, offset_store_error
 from protocol.errors import Errors
