@@ -233,9 +233,12 @@ def test_writes_outside_the_transaction_are_refused_as_kafka_3_9_does(broker: Br
     from protocol.records.builder import RecordBatchBuilder
     from tests.integration.transactions.txn_helpers import add_offsets, add_partitions, begin, wait_for_coordinator
 
+    from tests.integration.groups.group_helpers import wait_for_coordinator as wait_for_group_coordinator
+
     topic, _, group = _names(broker, "raw")
     transactional_id = f"tx-{group}"
     wait_for_coordinator(broker, transactional_id)
+    wait_for_group_coordinator(broker, group)
     pid, epoch = begin(broker, transactional_id)
 
     def produce(version: int) -> int:
