@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tests.harness.ports import free_port
 from tests.harness.processes import die_with_parent
@@ -89,11 +89,7 @@ class BrokerProcess:
     def _start_once(self, timeout: float) -> None:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "broker", str(self.config_path)],
-                cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=die_with_parent,
-            )
+            self.process = self._spawn(log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -104,6 +100,14 @@ class BrokerProcess:
             time.sleep(0.05)
         self.kill()
         raise BrokerHarnessError(f"broker {self.broker_id} did not start within {timeout}s:\n{self.log_tail()}")
+
+    def _spawn(self, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        """Launch the broker on ``config_path``, its output into ``log`` (subclasses run other brokers)."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "broker", str(self.config_path)],
+            cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
 
     def _answers_api_versions(self) -> bool:
         from protocol.messages import ApiVersionsRequest

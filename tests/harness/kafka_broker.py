@@ -1,0 +1,90 @@
+"""Real Apache Kafka 3.9 brokers (ZooKeeper mode, from ``../shared/kafka-cli/``) for integration tests.
+
+``KafkaJavaBroker`` is a ``BrokerProcess`` that runs ``bin/kafka-server-start.sh`` instead of our
+broker, so tests treat both kinds alike (mixed clusters, side-by-side comparisons): a generated
+server.properties on a free port, its own directory for log dirs and Kafka's log4j output (never
+``../shared``), a small heap, and ``start()`` returning once it is registered in ZooKeeper and
+answers ApiVersions. ``stop()`` is SIGTERM (Kafka's controlled shutdown), ``kill()`` SIGKILL.
+Callers skip first with ``kafka_cli_unavailable_reason()`` when the tools or Java are absent.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO
+
+from tests.harness.broker import TEST_DEFAULTS, BrokerProcess
+from tests.harness.kafka_cli import KAFKA_CLI
+from tests.harness.processes import die_with_parent
+
+# Kafka's defaults except what makes a test broker small and quick; inter.broker.protocol.version
+# stays Kafka 3.9's default.
+KAFKA_TEST_DEFAULTS: dict[str, str] = {
+    **TEST_DEFAULTS,
+    "num.recovery.threads.per.data.dir": "1",
+    "background.threads": "2",
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+}
+
+# One log file next to the broker's directory instead of the six of Kafka's own log4j.properties.
+_LOG4J = """\
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={path}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.kafka.network.RequestChannel$=WARN
+log4j.logger.kafka.controller=INFO
+log4j.logger.state.change.logger=INFO
+"""
+
+
+class KafkaJavaBroker(BrokerProcess):
+    """A ZooKeeper-mode Kafka 3.9 broker with ``BrokerProcess``'s interface."""
+
+    def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
+                 overrides: Mapping[str, str] | None = None, port: int | None = None,
+                 heap: str = "-Xmx512m -Xms128m") -> None:
+        super().__init__(zk_connect, broker_id, tmp_dir, overrides, port)
+        self.dir = Path(tmp_dir) / f"kafka-{broker_id}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = self.dir / "kafka-logs"
+        self.log_path = self.dir / "server.log"
+        self.config_path = self.dir / "server.properties"
+        self.heap = heap
+
+    def properties(self) -> dict[str, str]:
+        return {**super().properties(), **KAFKA_TEST_DEFAULTS, **self.overrides}
+
+    def _spawn(self, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        log4j = self.dir / "log4j.properties"
+        log4j.write_text(_LOG4J.format(path=self.log_path))
+        env = dict(os.environ)
+        env.update({
+            "KAFKA_HEAP_OPTS": self.heap,
+            # Serial GC and the client compiler: a test broker's load is small, its start-up matters.
+            "KAFKA_JVM_PERFORMANCE_OPTS": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true",
+            "KAFKA_LOG4J_OPTS": f"-Dlog4j.configuration=file:{log4j}",
+            "LOG_DIR": str(self.dir / "jvm-logs"),
+            "EXTRA_ARGS": "-name kafkaServer",  # no -loggc: no GC log files
+        })
+        return subprocess.Popen(
+            [str(KAFKA_CLI / "bin" / "kafka-server-start.sh"), str(self.config_path)],
+            cwd=self.dir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (Kafka's shutdown hook: controlled shutdown, clean-shutdown marker); 0 when clean.
+
+        The JVM exits with 143 (128 + SIGTERM) after its shutdown hooks ran; that is Kafka's clean stop.
+        """
+        code = super().stop(timeout)
+        return 0 if code == 143 else code
+
+    def __repr__(self) -> str:
+        return f"KafkaJavaBroker(id={self.broker_id}, {self.bootstrap})"
