@@ -32,6 +32,7 @@ class CachedPartition:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    last_fetched_epoch: int = -1
     # What the client was last told, to know whether an incremental response must include it.
     high_watermark: int = -1
     last_stable_offset: int = -1
@@ -42,6 +43,7 @@ class CachedPartition:
         self.max_bytes = other.max_bytes
         self.current_leader_epoch = other.current_leader_epoch
         self.log_start_offset = other.log_start_offset
+        self.last_fetched_epoch = other.last_fetched_epoch
         if other.topic_id != uuid.UUID(int=0):
             self.topic_id = other.topic_id
 

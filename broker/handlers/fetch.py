@@ -29,6 +29,7 @@ READ_COMMITTED = 1
 TOPIC_ID_MIN_VERSION = 13
 DOWN_CONVERSION_MAX_VERSION = 3
 CURRENT_LEADER_MIN_VERSION = 12
+DIVERGING_EPOCH_MIN_VERSION = 12  # last_fetched_epoch in, diverging_epoch out
 NODE_ENDPOINTS_MIN_VERSION = 16
 
 
@@ -52,9 +53,9 @@ def _fetch_data(services: BrokerServices, body: Any, version: int
             if name is None:
                 unknown.append((topic.topic_id, p.partition))
                 continue
-            data[(name, p.partition)] = CachedPartition(name, p.partition, topic_id, p.fetch_offset,
-                                                        p.partition_max_bytes, p.current_leader_epoch,
-                                                        p.log_start_offset)
+            data[(name, p.partition)] = CachedPartition(
+                name, p.partition, topic_id, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                p.log_start_offset, p.last_fetched_epoch if version >= DIVERGING_EPOCH_MIN_VERSION else -1)
     return data, unknown
 
 
@@ -82,11 +83,15 @@ def _partition_data(tp: TopicPartition, read: PartitionReadResult, fetch_offset:
     if read_committed and read.aborted_transactions is not None and not read.error:
         aborted = [FetchResponse.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
                    for t in read.aborted_transactions]
-    return FetchResponse.PartitionData(
+    data = FetchResponse.PartitionData(
         partition_index=tp[1], error_code=int(read.error), high_watermark=read.high_watermark,
         last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
         aborted_transactions=aborted, records=records,
     )
+    if read.diverging_epoch is not None:
+        data.diverging_epoch = FetchResponse.EpochEndOffset(epoch=read.diverging_epoch[0],
+                                                            end_offset=read.diverging_epoch[1])
+    return data
 
 
 def _build_response(services: BrokerServices, context: FetchContext, results: dict[TopicPartition, PartitionReadResult],
@@ -95,8 +100,8 @@ def _build_response(services: BrokerServices, context: FetchContext, results: di
     endpoints: dict[int, Any] = {}  # KIP-951 new-leader hints
     for tp, cached in context.partitions.items():
         read = results[tp]
-        include = cached.must_respond(int(read.error), len(read.records) > 0, read.high_watermark,
-                                      read.last_stable_offset, read.log_start_offset)
+        include = cached.must_respond(int(read.error), len(read.records) > 0 or read.diverging_epoch is not None,
+                                      read.high_watermark, read.last_stable_offset, read.log_start_offset)
         if context.incremental and not include:
             continue
         topic = topics.get(tp[0])
@@ -140,8 +145,8 @@ async def handle_fetch(services: BrokerServices, request: Request) -> Response |
     max_bytes = body.max_bytes if version >= 3 else 0x7FFFFFFF
     if replica_id < 0:
         max_bytes = min(max_bytes, services.config.fetch_max_bytes)  # the first batch still comes whole
-    specs = {tp: FetchPartitionSpec(c.fetch_offset, c.max_bytes, c.current_leader_epoch, c.log_start_offset)
-             for tp, c in context.partitions.items()}
+    specs = {tp: FetchPartitionSpec(c.fetch_offset, c.max_bytes, c.current_leader_epoch, c.log_start_offset,
+                                    c.last_fetched_epoch) for tp, c in context.partitions.items()}
     replica_manager = services.replica_manager
 
     def read() -> dict[TopicPartition, PartitionReadResult]:
