@@ -9,11 +9,12 @@ Callers skip first with ``kafka_cli_unavailable_reason()`` when the tools or Jav
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tests.harness.broker import TEST_DEFAULTS, BrokerProcess
 from tests.harness.kafka_cli import KAFKA_CLI
@@ -42,13 +43,24 @@ log4j.logger.kafka.controller=INFO
 log4j.logger.state.change.logger=INFO
 """
 
+# Kafka's request log: every request with its header and body, as JSON, in a file of its own.
+_REQUEST_LOG4J = """\
+log4j.logger.kafka.request.logger=DEBUG, requests
+log4j.additivity.kafka.request.logger=false
+log4j.appender.requests=org.apache.log4j.FileAppender
+log4j.appender.requests.File={path}
+log4j.appender.requests.layout=org.apache.log4j.PatternLayout
+log4j.appender.requests.layout.ConversionPattern=%m%n
+"""
+_COMPLETED = "Completed request:"
+
 
 class KafkaJavaBroker(BrokerProcess):
     """A ZooKeeper-mode Kafka 3.9 broker with ``BrokerProcess``'s interface."""
 
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
                  overrides: Mapping[str, str] | None = None, port: int | None = None,
-                 heap: str = "-Xmx512m -Xms128m") -> None:
+                 heap: str = "-Xmx512m -Xms128m", request_log: bool = False) -> None:
         super().__init__(zk_connect, broker_id, tmp_dir, overrides, port)
         self.dir = Path(tmp_dir) / f"kafka-{broker_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -56,13 +68,17 @@ class KafkaJavaBroker(BrokerProcess):
         self.log_path = self.dir / "server.log"
         self.config_path = self.dir / "server.properties"
         self.heap = heap
+        self.request_log_path = self.dir / "requests.log" if request_log else None
 
     def properties(self) -> dict[str, str]:
         return {**super().properties(), **KAFKA_TEST_DEFAULTS, **self.overrides}
 
     def _spawn(self, log: IO[bytes]) -> subprocess.Popen[bytes]:
         log4j = self.dir / "log4j.properties"
-        log4j.write_text(_LOG4J.format(path=self.log_path))
+        text = _LOG4J.format(path=self.log_path)
+        if self.request_log_path is not None:
+            text += _REQUEST_LOG4J.format(path=self.request_log_path)
+        log4j.write_text(text)
         env = dict(os.environ)
         env.update({
             "KAFKA_HEAP_OPTS": self.heap,
@@ -85,6 +101,15 @@ class KafkaJavaBroker(BrokerProcess):
         """
         code = super().stop(timeout)
         return 0 if code == 143 else code
+
+    def received_requests(self) -> list[dict[str, Any]]:
+        """Every request this broker answered so far (with ``request_log``), as Kafka logs it: the
+        ``requestHeader`` (api key name, version, client id) and the ``request`` body in JSON."""
+        assert self.request_log_path is not None, "start the broker with request_log=True"
+        if not self.request_log_path.exists():
+            return []
+        lines = self.request_log_path.read_text(errors="replace").splitlines()
+        return [json.loads(line[len(_COMPLETED):]) for line in lines if line.startswith(_COMPLETED)]
 
     def __repr__(self) -> str:
         return f"KafkaJavaBroker(id={self.broker_id}, {self.bootstrap})"
