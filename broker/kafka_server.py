@@ -174,6 +174,7 @@ class KafkaServer:
             partition_max_bytes=config.get("replica.fetch.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+            broker_epoch=lambda: replica_manager.broker_epoch,
         ), config.get("num.replica.fetchers"), replica_manager.run_blocking, quotas.follower)
         alter_partition = AlterPartitionManager(
             broker_id, lambda: replica_manager.broker_epoch, replica_manager.metadata_cache,

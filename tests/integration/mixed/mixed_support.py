@@ -117,6 +117,18 @@ def create_topic(cluster: MixedCluster, topic: str, assignment: Sequence[Sequenc
         broker.wait_for_leaders(topic, len(assignment), 30)
 
 
+def delete_topic(cluster: MixedCluster, topic: str, timeout: float = 60.0) -> None:
+    """DeleteTopics (to the controller, whichever kind); returns once ZooKeeper no longer has it."""
+    admin = cluster.admin()
+    admin.delete_topics([topic], operation_timeout=30, request_timeout=40)[topic].result(60)
+    reader = cluster.zk()
+    try:
+        wait_for(lambda: not reader.client.exists(f"/brokers/topics/{topic}")
+                 and not reader.client.exists(f"/admin/delete_topics/{topic}"), f"{topic} deleted", timeout)
+    finally:
+        reader.close()
+
+
 def wait_for_full_isr(cluster: MixedCluster, topic: str, partitions: int, timeout: float = 60.0) -> None:
     """Every partition's ISR holds all its replicas, and ZooKeeper and every live broker agree on it."""
     reader = cluster.zk()

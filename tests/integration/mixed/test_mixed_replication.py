@@ -149,6 +149,8 @@ def test_group_offsets_survive_the_coordinator_moving_between_kinds(mixed: Mixed
     for broker in stopped:
         broker.stop()
     try:
+        wait_for_leader(mixed, "__consumer_offsets", offsets_partition, lambda leader: leader == other,
+                        f"broker {other} leading the group's offsets partition")
         assert find_coordinator(mixed, group).broker_id == other
         consumed += _consume_and_commit(mixed, topic, group, 100)
     finally:
@@ -156,7 +158,9 @@ def test_group_offsets_survive_the_coordinator_moving_between_kinds(mixed: Mixed
             broker.start(60)
     wait_for_full_isr(mixed, "__consumer_offsets", int(MIXED_DEFAULTS["offsets.topic.num.partitions"]))
     elect_preferred(mixed, "__consumer_offsets", [offsets_partition])
-    assert mixed.kind(find_coordinator(mixed, group)) == mixed.kind(mixed.broker(replicas[0]))
+    wait_for_leader(mixed, "__consumer_offsets", offsets_partition, lambda leader: leader == replicas[0],
+                    "the preferred leader of the group's offsets partition")
+    assert find_coordinator(mixed, group).broker_id == replicas[0]
     consumed += _consume_and_commit(mixed, topic, group, 100)
     assert consumed == list(range(300)), "the group's consumers skipped or re-read messages"
 
