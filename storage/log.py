@@ -425,6 +425,9 @@ class Log:
             raise ValueError(f"cannot truncate {self.topic_partition} to a negative offset {target_offset}")
         with self._lock:
             if target_offset >= self._next_offset:
+                # Kafka always cuts the epoch cache: a broker that led and assigned an epoch without
+                # appending under it must not keep claiming that epoch as a follower.
+                self.leader_epoch_cache.truncate_from_end(self._next_offset)
                 return False
             first = self.segments.first
             if first is None or target_offset < first.base_offset:

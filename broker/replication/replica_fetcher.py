@@ -236,7 +236,7 @@ class ReplicaFetcher:
         if offset < tp_log.log_end_offset:
             log.info("[%s] Truncating %s-%d to offset %d (log end was %d)", self.name, *tp, offset,
                      tp_log.log_end_offset)
-            await self.run_blocking(tp_log.truncate_to, offset)
+        await self.run_blocking(tp_log.truncate_to, offset)  # also cuts epochs past the log end
         state.state = ReplicaState.FETCHING if completed else ReplicaState.TRUNCATING
         state.fetch_offset = tp_log.log_end_offset
 

@@ -116,6 +116,19 @@ def test_a_diverging_epoch_in_a_fetch_response_cuts_the_log(tmp_path: Path) -> N
     assert (state.state, state.fetch_offset) == (ReplicaState.FETCHING, 4)
 
 
+def test_an_epoch_led_without_appends_is_dropped_at_the_log_end(tmp_path: Path) -> None:
+    # It led at epoch 3 from offset 4 but wrote nothing before losing leadership; the new leader
+    # never had epoch 3 and answers that epoch 2 ends at 4: nothing to cut from the log, but the
+    # epoch must go, or every fetch would claim epoch 3 again and diverge forever.
+    log = _log_with_epochs(tmp_path, [(2, 4)])
+    log.maybe_assign_epoch_start_offset(3, 4)
+    state = _follower(log)
+    _decide(state, _answer(2, 4))
+    assert log.log_end_offset == 4
+    assert log.leader_epoch_cache.latest_epoch() == 2
+    assert (state.state, state.fetch_offset) == (ReplicaState.FETCHING, 4)
+
+
 def test_a_fenced_fetch_backs_off_without_cutting(tmp_path: Path) -> None:
     log = _log_with_epochs(tmp_path, [(0, 8)])
     state = _follower(log)
