@@ -221,7 +221,6 @@ class KafkaServer:
         assert services is not None
         services.broker_epoch = epoch
         services.replica_manager.broker_epoch = epoch
-        services.log_manager.broker_epoch = epoch
 
     def _on_config_change(self, entity_type: str, entity_name: str, config: dict[str, str]) -> None:
         if entity_type == "topics":

@@ -209,3 +209,29 @@ def find_coordinator(cluster: MixedCluster, group: str) -> BrokerProcess:
         response = live(cluster)[0].request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=group, key_type=0))
         return cluster.broker(response.node_id) if response.error_code == 0 else None
     return wait_for(answer, f"the coordinator of group {group}", 45)
+
+
+def consume_and_commit(cluster: MixedCluster, topic: str, group: str, count: int, reset: str = "error"
+                       ) -> list[int]:
+    """A new member of ``group`` starts at the group's committed offset (an error when there is none,
+    unless ``reset`` says where), reads ``count`` messages, commits after each and leaves."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": ",".join(b.bootstrap for b in live(cluster)), "group.id": group,
+        "enable.auto.commit": False, "auto.offset.reset": reset, "topic.metadata.refresh.interval.ms": 1000})
+    read: list[int] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(read) < count:
+            assert time.monotonic() < deadline, f"read {len(read)} of {count} messages in 60s"
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert not msg.error(), msg.error()
+            read.append(int(msg.value()))
+            consumer.commit(message=msg, asynchronous=False)
+    finally:
+        consumer.close()
+    return read

@@ -9,7 +9,6 @@ between the kinds keeping the group's committed offsets.
 """
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -19,10 +18,10 @@ from broker.coordinator.group.group_metadata_manager import partition_for
 from tests.harness.broker import BrokerProcess
 from tests.harness.numbered_messages import NumberedProducer, check_exactly_once, read_all
 from tests.integration.mixed.mixed_support import (
-    MIXED_DEFAULTS, MixedCluster, StartMixed, create_topic, elect_preferred, find_coordinator, wait_for_full_isr,
-    wait_for_identical_replicas, wait_for_leader,
+    MIXED_DEFAULTS, MixedCluster, StartMixed, consume_and_commit, create_topic, elect_preferred, find_coordinator,
+    wait_for_full_isr, wait_for_identical_replicas, wait_for_leader,
 )
-from tests.integration.replication.replication_support import live, produce_raw
+from tests.integration.replication.replication_support import produce_raw
 
 pytestmark = pytest.mark.integration
 
@@ -140,7 +139,7 @@ def test_group_offsets_survive_the_coordinator_moving_between_kinds(mixed: Mixed
     group = f"mixed-group-{uuid.uuid4().hex[:8]}"
     first = find_coordinator(mixed, group)
     offsets_partition = partition_for(group, int(MIXED_DEFAULTS["offsets.topic.num.partitions"]))
-    consumed = _consume_and_commit(mixed, topic, group, 100, reset="earliest")
+    consumed = consume_and_commit(mixed, topic, group, 100, reset="earliest")
 
     # Stop the replicas of the offsets partition that come before the first one of the other kind.
     replicas = _replicas(mixed, "__consumer_offsets", offsets_partition)
@@ -152,7 +151,7 @@ def test_group_offsets_survive_the_coordinator_moving_between_kinds(mixed: Mixed
         wait_for_leader(mixed, "__consumer_offsets", offsets_partition, lambda leader: leader == other,
                         f"broker {other} leading the group's offsets partition")
         assert find_coordinator(mixed, group).broker_id == other
-        consumed += _consume_and_commit(mixed, topic, group, 100)
+        consumed += consume_and_commit(mixed, topic, group, 100)
     finally:
         for broker in stopped:
             broker.start(60)
@@ -161,7 +160,7 @@ def test_group_offsets_survive_the_coordinator_moving_between_kinds(mixed: Mixed
     wait_for_leader(mixed, "__consumer_offsets", offsets_partition, lambda leader: leader == replicas[0],
                     "the preferred leader of the group's offsets partition")
     assert find_coordinator(mixed, group).broker_id == replicas[0]
-    consumed += _consume_and_commit(mixed, topic, group, 100)
+    consumed += consume_and_commit(mixed, topic, group, 100)
     assert consumed == list(range(300)), "the group's consumers skipped or re-read messages"
 
 
@@ -171,29 +170,3 @@ def _replicas(mixed: MixedCluster, topic: str, partition: int) -> list[int]:
         return reader.assignment(topic, partition)
     finally:
         reader.close()
-
-
-def _consume_and_commit(mixed: MixedCluster, topic: str, group: str, count: int, reset: str = "error"
-                        ) -> list[int]:
-    """A new member of ``group`` starts at the group's committed offset (an error when there is none,
-    unless ``reset`` says where), reads ``count`` messages, commits after each and leaves."""
-    import confluent_kafka
-
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": ",".join(b.bootstrap for b in live(mixed)), "group.id": group,
-        "enable.auto.commit": False, "auto.offset.reset": reset, "topic.metadata.refresh.interval.ms": 1000})
-    read: list[int] = []
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + 60
-        while len(read) < count:
-            assert time.monotonic() < deadline, f"read {len(read)} of {count} messages in 60s"
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert not msg.error(), msg.error()
-            read.append(int(msg.value()))
-            consumer.commit(message=msg, asynchronous=False)
-    finally:
-        consumer.close()
-    return read
