@@ -199,6 +199,30 @@ def elect_preferred(cluster: MixedCluster, topic: str, partitions: Sequence[int]
     assert not errors, f"preferred election failed: {errors}"
 
 
+def reassign(cluster: MixedCluster, topic: str, partition: int, replicas: Sequence[int], timeout: float = 60.0) -> None:
+    """AlterPartitionReassignments to the controller (either kind); returns once the reassignment
+    completed: ZooKeeper has the new replicas, nothing adding or removing, and the full ISR."""
+    from protocol.api_keys import ApiKey
+    from protocol.messages import AlterPartitionReassignmentsRequest as Request
+
+    controller = cluster.broker(cluster.controller_id() or 0)
+    response = controller.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, Request(timeout_ms=30000, topics=[
+        Request.ReassignableTopic(name=topic, partitions=[
+            Request.ReassignablePartition(partition_index=partition, replicas=list(replicas))])]), timeout=40)
+    assert response.error_code == 0 and [p.error_code for t in response.responses for p in t.partitions] == [0], \
+        response
+    reader = cluster.zk()
+    try:
+        def done() -> bool:
+            data, _ = reader.client.get(f"/brokers/topics/{topic}")
+            value = json.loads(data)
+            return value["partitions"][str(partition)] == list(replicas) and not value["adding_replicas"] \
+                and not value["removing_replicas"]
+        wait_for(done, f"the reassignment of {topic}-{partition} to {list(replicas)}", timeout)
+    finally:
+        reader.close()
+
+
 def find_coordinator(cluster: MixedCluster, group: str) -> BrokerProcess:
     """The group's coordinator as the brokers answer FindCoordinator (the first call creates
     __consumer_offsets)."""

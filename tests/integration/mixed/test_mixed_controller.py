@@ -4,7 +4,7 @@ Brokers 0 and 2 are Kafka 3.9, 1 and 3 are ours. The controller is SIGKILLed unt
 held it (the other brokers of its kind stopped cleanly first, so the successor is of the other
 kind), and under each the cluster keeps working: topics are created, leaders are elected after
 controlled shutdowns, SIGKILLs and preferred elections, and an idempotent acks=all producer loses
-nothing meanwhile. What each controller writes to ZooKeeper has the shape Kafka's does, and every
+nothing meanwhile, and a replica moves to another broker by reassignment. What each controller writes to ZooKeeper has the shape Kafka's does, and every
 inter-broker request between the kinds uses the version a Kafka 3.9 broker sends (Kafka's
 request log shows what each kind sent it).
 """
@@ -20,8 +20,8 @@ import pytest
 from tests.harness.kafka_broker import KafkaJavaBroker
 from tests.harness.numbered_messages import NumberedProducer, check_exactly_once, read_all
 from tests.integration.mixed.mixed_support import (
-    KAFKA, OURS, MixedCluster, StartMixed, create_topic, delete_topic, elect_preferred, wait_for_full_isr,
-    wait_for_leader,
+    KAFKA, OURS, MixedCluster, StartMixed, create_topic, delete_topic, elect_preferred, reassign, wait_for_full_isr,
+    wait_for_identical_replicas, wait_for_leader,
 )
 
 pytestmark = pytest.mark.integration
@@ -96,10 +96,17 @@ def _exercise_controller(mixed: MixedCluster, controller: Any, quick: bool = Fal
             elect_preferred(mixed, topic, [0, 1])
             wait_for_leader(mixed, topic, 0, lambda leader: leader == other_kind.broker_id, "the preferred leader")
             wait_for_leader(mixed, topic, 1, lambda leader: leader == same_kind.broker_id, "the preferred leader")
+            # Reassignment: p1 leaves rest[0] for the controller's broker, whose replica copies p1 from
+            # a leader of either kind before the controller completes the move.
+            assignment[1] = [same_kind.broker_id, other_kind.broker_id, controller.broker_id]
+            reassign(mixed, topic, 1, assignment[1])
+            wait_for_full_isr(mixed, topic, 2)
         producer.wait_for_progress(100)
     finally:
         producer.stop()
     check_exactly_once(producer, read_all(mixed.brokers[0].bootstrap, topic, 2))
+    for partition, replicas in enumerate(assignment):
+        wait_for_identical_replicas(mixed, topic, partition, replicas)
     shapes = _znode_shapes(mixed, topic)
     delete_topic(mixed, topic)  # StopReplica (delete) to replicas of both kinds
     leftover = [f"{b!r}: {topic}-{p}" for b in mixed.brokers for p in (0, 1) if (b.log_dir / f"{topic}-{p}").exists()]

@@ -9,6 +9,7 @@ between the kinds keeping the group's committed offsets.
 """
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 
@@ -33,6 +34,24 @@ def mixed(start_mixed: StartMixed) -> Iterator[MixedCluster]:
 
 def _topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_both_kinds_register_alike(mixed: MixedCluster) -> None:
+    """/brokers/ids/<id> (version 5): the same fields with the same kinds of values, whoever wrote it."""
+    reader = mixed.zk()
+    try:
+        registrations = {b.broker_id: json.loads(reader.client.get(f"/brokers/ids/{b.broker_id}")[0])
+                         for b in mixed.brokers}
+    finally:
+        reader.close()
+    for broker in mixed.brokers:
+        value = registrations[broker.broker_id]
+        host, port = broker.bootstrap.split(":")
+        assert value.pop("timestamp").isdigit()
+        assert value == {"version": 5, "host": host, "port": int(port), "jmx_port": -1,
+                         "endpoints": [f"PLAINTEXT://{broker.bootstrap}"],
+                         "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "features": {}}, \
+            f"{broker!r} registered {value}"
 
 
 def test_followers_of_each_kind_replicate_from_leaders_of_the_other(mixed: MixedCluster) -> None:
