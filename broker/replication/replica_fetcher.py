@@ -1,7 +1,8 @@
 """ReplicaFetcher: copies the leader's log for the partitions this broker follows from one leader.
 
 Kafka's ReplicaFetcherThread as an asyncio task, sending what a Kafka 3.9 broker sends: Fetch v17
-(topic ids, the epoch of our last batch, our replica id and broker epoch), OffsetsForLeaderEpoch v4.
+(topic ids, the epoch of our last batch, our replica id and broker epoch) in an incremental fetch
+session (``FetchSessionHandler``), OffsetsForLeaderEpoch v4.
 Each partition is in one of two states:
 
 * ``FETCHING`` — fetch from our log end with our replica id and the epoch of our last batch;
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.network.network_client import NETWORK_ERRORS, NetworkClient
+from broker.replication.fetch_session_handler import FetchSessionHandler, SessionFetch
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.exceptions import ProtocolError
@@ -48,6 +50,8 @@ FETCH_VERSION = 17  # what IBP 3.9 sends: topic ids, last fetched epoch, replica
 FETCH_VERSION_BY_NAME = 12  # Kafka's fallback while a partition's topic id is unknown
 TOPIC_IDS_MIN_VERSION = 13
 REPLICA_STATE_MIN_VERSION = 15
+SESSION_ERRORS = (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH,
+                  Errors.FETCH_SESSION_TOPIC_ID_ERROR)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4  # with the replica id, flexible
 TopicPartition = tuple[str, int]
 RunBlocking = Callable[..., Awaitable[Any]]
@@ -102,6 +106,7 @@ class ReplicaFetcher:
         self.processing = asyncio.Lock()
         self._wakeup = asyncio.Event()
         self._client = NetworkClient(name, (config.socket_timeout_ms + config.max_wait_ms) / 1000)
+        self.session = FetchSessionHandler()
         self._task: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
@@ -252,9 +257,15 @@ class ReplicaFetcher:
                 await asyncio.sleep(self.quota.window_s)
                 return
         offsets = {tp: s.fetch_offset for tp, s in fetching.items()}
-        request, version = self._fetch_request(fetching)
+        request, version, fetch = self._fetch_request(fetching)
         response = await self._send(request, ApiKey.FETCH, version, list(fetching.values()))
         if response is None:
+            self.session.handle_error()
+            return
+        self.session.handle_response(fetch, response.error_code, response.session_id)
+        if response.error_code in SESSION_ERRORS:  # the next fetch is a full one, opening a new session
+            log.info("[%s] Fetch session with broker %d lost: %s", self.name, self.leader_id,
+                     Errors(response.error_code).name)
             return
         if response.error_code:
             log.warning("[%s] Fetch from broker %d failed: %s", self.name, self.leader_id,
@@ -272,30 +283,43 @@ class ReplicaFetcher:
                         continue  # removed, replaced or truncated while the fetch was in flight
                     await self._on_partition_data(tp, state, data)
 
-    def _fetch_request(self, fetching: dict[TopicPartition, PartitionFetchState]) -> tuple[FetchRequest, int]:
-        """Fetch v17 by topic id, or v12 by name while some partition's topic id is unknown (as Kafka)."""
+    def _fetch_request(self, fetching: dict[TopicPartition, PartitionFetchState]
+                       ) -> tuple[FetchRequest, int, SessionFetch]:
+        """Fetch v17 by topic id, or v12 by name while some partition's topic id is unknown (as Kafka),
+        carrying what the fetch session needs: every partition in a full fetch, else the changed ones."""
         by_id = all(s.partition.topic_id is not None for s in fetching.values())
         version = FETCH_VERSION if by_id else FETCH_VERSION_BY_NAME
-        topics: dict[str, list[Any]] = {}
-        for (topic, index), state in fetching.items():
+        partitions = {}
+        for tp, state in fetching.items():
             latest_epoch = state.log.leader_epoch_cache.latest_epoch()
-            topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
-                partition=index, current_leader_epoch=state.leader_epoch, fetch_offset=state.fetch_offset,
+            partitions[tp] = (state.partition.topic_id, FetchRequest.FetchPartition(
+                partition=tp[1], current_leader_epoch=state.leader_epoch, fetch_offset=state.fetch_offset,
                 last_fetched_epoch=UNDEFINED_EPOCH if latest_epoch is None else latest_epoch,
                 log_start_offset=state.log.log_start_offset, partition_max_bytes=self.config.partition_max_bytes))
-        topic_ids = {tp[0]: s.partition.topic_id for tp, s in fetching.items()}
+        fetch = self.session.build(partitions, by_id)
+        topic_ids = {tp[0]: topic_id for tp, (topic_id, _) in partitions.items()} | fetch.forgotten_topic_ids
+        topics: dict[str, list[Any]] = {}
+        for (topic, _), part in fetch.partitions.items():
+            topics.setdefault(topic, []).append(part)
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in fetch.forgotten:
+            forgotten.setdefault(topic, []).append(index)
         request = FetchRequest(
             max_wait_ms=self.config.max_wait_ms, min_bytes=self.config.min_bytes,
-            max_bytes=self.config.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=name, topic_id=topic_ids[name], partitions=parts) if by_id
+            max_bytes=self.config.response_max_bytes, isolation_level=0, session_id=fetch.session_id,
+            session_epoch=fetch.epoch,
+            topics=[FetchRequest.FetchTopic(topic_id=topic_ids[name], partitions=parts) if by_id
                     else FetchRequest.FetchTopic(topic=name, partitions=parts) for name, parts in topics.items()],
-            forgotten_topics_data=[], rack_id="")
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic_id=topic_ids[name], partitions=parts) if by_id
+                                   else FetchRequest.ForgottenTopic(topic=name, partitions=parts)
+                                   for name, parts in forgotten.items()],
+            rack_id="")
         if version >= REPLICA_STATE_MIN_VERSION:
             request.replica_state = FetchRequest.ReplicaState(replica_id=self.config.broker_id,
                                                               replica_epoch=self.config.broker_epoch())
         else:
             request.replica_id = self.config.broker_id
-        return request, version
+        return request, version, fetch
 
     async def _on_partition_data(self, tp: TopicPartition, state: PartitionFetchState, data: Any) -> None:
         error = Errors(data.error_code)

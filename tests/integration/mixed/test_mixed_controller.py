@@ -5,8 +5,8 @@ held it (the other brokers of its kind stopped cleanly first, so the successor i
 kind), and under each the cluster keeps working: topics are created, leaders are elected after
 controlled shutdowns, SIGKILLs and preferred elections, and an idempotent acks=all producer loses
 nothing meanwhile, and a replica moves to another broker by reassignment. What each controller writes to ZooKeeper has the shape Kafka's does, and every
-inter-broker request between the kinds uses the version a Kafka 3.9 broker sends (Kafka's
-request log shows what each kind sent it).
+inter-broker request between the kinds uses the version a Kafka 3.9 broker sends, followers in
+incremental fetch sessions (Kafka's request log shows what each kind sent it).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_either_kind_controls_the_cluster(mixed: MixedCluster) -> None:
     assert shapes[OURS] == shapes[KAFKA], "our controller's znodes differ in shape from Kafka's"
     third = _hand_over(mixed, second)  # and back: Kafka takes over from ours
     _exercise_controller(mixed, third, quick=True)
-    _check_inter_broker_versions(mixed)
+    _check_inter_broker_requests(mixed)
 
 
 def _hand_over(mixed: MixedCluster, controller: Any) -> Any:
@@ -163,19 +163,25 @@ def _sender(api: str, request: dict[str, Any]) -> int:
     return -1
 
 
-def _check_inter_broker_versions(mixed: MixedCluster) -> None:
-    """Every inter-broker request a Kafka broker got, from either kind, used Kafka 3.9's version."""
+def _check_inter_broker_requests(mixed: MixedCluster) -> None:
+    """Every inter-broker request a Kafka broker got, from either kind, used Kafka 3.9's version, and
+    followers of both kinds fetched in incremental fetch sessions."""
     sent: dict[tuple[str, str, int], int] = {}
+    incremental_fetches = {KAFKA: 0, OURS: 0}
     for kafka in mixed.of_kind(KAFKA):
         assert isinstance(kafka, KafkaJavaBroker)
         for entry in kafka.received_requests():
-            header = entry["requestHeader"]
+            header, request = entry["requestHeader"], entry["request"]
             api = header["requestApiKeyName"]
-            if api not in KAFKA_39_INTER_BROKER_VERSIONS or _sender(api, entry["request"]) < 0:
+            if api not in KAFKA_39_INTER_BROKER_VERSIONS or _sender(api, request) < 0:
                 continue
-            sender = mixed.kind(mixed.broker(_sender(api, entry["request"])))
+            sender = mixed.kind(mixed.broker(_sender(api, request)))
             key = (api, sender, header["requestApiVersion"])
             sent[key] = sent.get(key, 0) + 1
+            if api == "FETCH" and request["sessionEpoch"] > 0:
+                incremental_fetches[sender] += 1
+    assert incremental_fetches[KAFKA] and incremental_fetches[OURS], \
+        f"fetches in incremental sessions, by the follower's kind: {incremental_fetches}"
     wrong = {key: n for key, n in sent.items() if key[2] != KAFKA_39_INTER_BROKER_VERSIONS[key[0]]}
     assert not wrong, f"inter-broker requests at other versions than Kafka 3.9's (api, sender, version): {wrong}"
     ours = {api for api, kind, _ in sent if kind == OURS}

@@ -156,11 +156,11 @@ def test_a_log_with_epochs_fetches_at_once_and_an_empty_one_truncates_first(tmp_
 def test_fetches_are_what_a_kafka_39_follower_sends(tmp_path: Path) -> None:
     state = _follower(_log_with_epochs(tmp_path, [(0, 2), (3, 2)]))
     fetcher = _fetcher()
-    request, version = fetcher._fetch_request({("t", 0): state})
+    request, version, _ = fetcher._fetch_request({("t", 0): state})
     assert version == 12  # the topic id is not known yet: by name, as Kafka falls back
     assert request.topics[0].topic == "t"
     state.partition.topic_id = uuid.uuid4()
-    request, version = fetcher._fetch_request({("t", 0): state})
+    request, version, _ = fetcher._fetch_request({("t", 0): state})
     assert version == 17
     assert request.topics[0].topic_id == state.partition.topic_id
     assert (request.replica_state.replica_id, request.replica_state.replica_epoch) == (1, 42)
@@ -186,5 +186,5 @@ def test_fetch_requests_encode_at_their_versions(tmp_path: Path) -> None:
     state = _follower(_log_with_epochs(tmp_path, [(0, 2)]))
     for topic_id in (None, uuid.uuid4()):
         state.partition.topic_id = topic_id
-        request, version = _fetcher()._fetch_request({("t", 0): state})
+        request, version, _ = _fetcher()._fetch_request({("t", 0): state})
         assert encode_request(request, ApiKey.FETCH, version, 1, "test")
