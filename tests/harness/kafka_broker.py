@@ -58,15 +58,13 @@ _COMPLETED = "Completed request:"
 class KafkaJavaBroker(BrokerProcess):
     """A ZooKeeper-mode Kafka 3.9 broker with ``BrokerProcess``'s interface."""
 
+    DIR_PREFIX = "kafka"
+    LOG_NAME = "server.log"
+
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
                  overrides: Mapping[str, str] | None = None, port: int | None = None,
                  heap: str = "-Xmx512m -Xms128m", request_log: bool = False) -> None:
         super().__init__(zk_connect, broker_id, tmp_dir, overrides, port)
-        self.dir = Path(tmp_dir) / f"kafka-{broker_id}"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.log_dir = self.dir / "kafka-logs"
-        self.log_path = self.dir / "server.log"
-        self.config_path = self.dir / "server.properties"
         self.heap = heap
         self.request_log_path = self.dir / "requests.log" if request_log else None
 
