@@ -29,9 +29,9 @@ PARTITIONS = 3
 OFFSETS_PARTITIONS = int(MIXED_DEFAULTS["offsets.topic.num.partitions"])
 # What a broker logs when it does not trust a log dir the other kind left after a clean stop.
 OUR_DISTRUST = ("recovering unflushed segment", "rebuilding the indexes", "treating it as empty",
-                "deleting segment")
-KAFKA_DISTRUST = ("Recovering unflushed segment", "corrupted index", "Found invalid", "Error while reading checkpoint",
-                  "No checkpointed highwatermark")
+                "deleting segment", "found invalid data", "unusable producer snapshot", "leader-epoch checkpoint")
+KAFKA_DISTRUST = ("Recovering unflushed segment", "corrupted index", "Found invalid", "No checkpointed highwatermark",
+                  "Failed to load producer snapshot", "Malformed line in checkpoint file", "KafkaStorageException")
 
 
 @pytest.fixture(scope="module")
