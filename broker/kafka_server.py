@@ -209,6 +209,7 @@ class KafkaServer:
             partition_max_bytes=config.get("replica.fetch.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+            broker_epoch=lambda: replica_manager.broker_epoch,
         ), config.get("num.replica.fetchers"), replica_manager.run_blocking, quotas.follower)
         alter_partition = AlterPartitionManager(
             broker_id, lambda: replica_manager.broker_epoch, replica_manager.metadata_cache,
@@ -255,7 +256,6 @@ class KafkaServer:
         assert services is not None
         services.broker_epoch = epoch
         services.replica_manager.broker_epoch = epoch
-        services.log_manager.broker_epoch = epoch
 
     def _on_config_change(self, entity_type: str, entity_name: str, config: dict[str, str]) -> None:
         if entity_type == "topics":

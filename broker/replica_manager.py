@@ -58,6 +58,7 @@ class FetchPartitionSpec:
     max_bytes: int
     current_leader_epoch: int = NO_EPOCH
     log_start_offset: int = -1
+    last_fetched_epoch: int = NO_EPOCH  # Fetch v12+: the epoch of the fetcher's last batch
 
 
 @dataclass(slots=True)
@@ -68,6 +69,7 @@ class PartitionReadResult:
     log_start_offset: int = -1
     records: FileRecords | bytes = b""
     aborted_transactions: list[AbortedTxn] | None = None
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) the fetcher must truncate to
 
 
 
@@ -409,6 +411,12 @@ class ReplicaManager:
             partition = self.leader_partition(*tp)
             partition.check_leader_epoch(spec.current_leader_epoch)
             tp_log = partition.leader_log()
+            if spec.last_fetched_epoch != NO_EPOCH:
+                diverging = partition.diverging_epoch(spec.last_fetched_epoch, spec.fetch_offset)
+                if diverging is not None:  # no data and no fetch state: the fetcher truncates first
+                    return PartitionReadResult(high_watermark=tp_log.high_watermark,
+                                               last_stable_offset=tp_log.last_stable_offset,
+                                               log_start_offset=tp_log.log_start_offset, diverging_epoch=diverging)
             if replica_id >= 0:
                 if partition.update_follower_fetch_state(replica_id, spec.fetch_offset):
                     # The HW moved: acks=all produces and consumer long polls may complete. Deferred, as

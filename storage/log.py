@@ -472,6 +472,9 @@ class Log:
         below_active = target_offset < self.segments.active.base_offset
         with self.truncation_guard() if below_active else nullcontext(), self._lock:
             if target_offset >= self._next_offset:
+                # Kafka always cuts the epoch cache: a broker that led and assigned an epoch without
+                # appending under it must not keep claiming that epoch as a follower.
+                self.leader_epoch_cache.truncate_from_end(self._next_offset)
                 return False
             self.truncation_count += 1
             first = self.segments.first

@@ -11,6 +11,7 @@ around truncations and retention of non-compacted logs, and aborts it before del
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
+# A ZooKeeper-mode Kafka broker writes no epoch into .kafka_cleanshutdown (only KRaft brokers read it).
+ZK_MODE_BROKER_EPOCH = -1
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -65,7 +68,6 @@ class LogManager:
         high_watermark_checkpoint_interval_ms: int = 5000,
         producer_state_config: ProducerStateManagerConfig | None = None,
         producer_id_expiration_check_interval_ms: int = 600000,
-        broker_epoch: int = -1,
         cleaner_config: CleanerConfig | None = None,
     ) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -80,7 +82,6 @@ class LogManager:
             "producer_expiration": producer_id_expiration_check_interval_ms,
         }
         self.producer_state_config = producer_state_config or ProducerStateManagerConfig()
-        self.broker_epoch = broker_epoch
         self.failure_channel = LogDirFailureChannel()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
@@ -111,7 +112,10 @@ class LogManager:
             raise
 
     def _release_locks(self) -> None:
-        for fd in self._lock_fds:
+        """Unlock and delete each dir's ``.lock``, as Kafka's FileLock.destroy does."""
+        for log_dir, fd in zip(self.log_dirs, self._lock_fds):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(log_dir, LOCK_FILE))
             os.close(fd)
         self._lock_fds.clear()
 
@@ -175,7 +179,7 @@ class LogManager:
                     l.recovery_point >= l.log_end_offset for tp, l in self._logs.items() if self._log_dir_of[tp] == log_dir
                 )
                 if dir_clean:
-                    body = json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}, separators=(",", ":"))
+                    body = json.dumps({"version": 0, "brokerEpoch": ZK_MODE_BROKER_EPOCH}, separators=(",", ":"))
                     write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), body.encode())
                 else:
                     log.warning("not marking %s as cleanly shut down: a log found corrupt data", log_dir)

@@ -20,7 +20,7 @@ from storage.clock import TEST_CLOCK_OFFSET_FILE_ENV
 from tests.faults.disks import SmallDisk
 from tests.faults.netns import FaultNetwork, Node
 from tests.harness.broker import BrokerHarnessError, BrokerProcess
-from tests.harness.kafka_broker import KafkaBroker
+from tests.harness.kafka_broker import KafkaJavaBroker
 from tests.harness.kafka_cli import kafka_cli_unavailable_reason
 from tests.harness.zookeeper import ZooKeeperServer
 
@@ -79,7 +79,7 @@ class FaultCluster:
             self.zk = ZooKeeperServer(directory / "zookeeper", port=ZK_PORT, host=self.zk_node.ip,
                                       command_prefix=self.zk_node.exec_prefix())
             self.disks = [SmallDisk(self.network.tag, directory, f"b{i}-disk") for i in range(BROKERS)]
-            broker_class = KafkaBroker if kind == "kafka" else OurBroker
+            broker_class = KafkaJavaBroker if kind == "kafka" else OurBroker
             self.brokers: list[BrokerProcess] = [
                 broker_class(self.zk_connect, i, directory, {**FAULT_CONFIG, **(overrides or {})},
                              port=BROKER_PORT, host=node.ip, command_prefix=node.exec_prefix())

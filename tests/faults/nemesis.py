@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.faults.cluster import FaultCluster, KafkaBroker, OurBroker
+from tests.faults.cluster import FaultCluster, KafkaJavaBroker, OurBroker
 from tests.faults.netns import Node
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -225,7 +225,7 @@ class ClockJump(Nemesis):
 
 def set_clock_offset(cluster: FaultCluster, broker_id: int, offset_ms: int) -> None:
     broker = cluster.brokers[broker_id]
-    if isinstance(broker, KafkaBroker) or not isinstance(broker, OurBroker):
+    if isinstance(broker, KafkaJavaBroker) or not isinstance(broker, OurBroker):
         raise NotSupported("Kafka has no clock hook: time namespaces do not move CLOCK_REALTIME, and "
                            "Debian's libfaketime 0.9.10 makes monotonic sleeps fail with EINVAL")
     broker.clock_file.write_text(str(offset_ms))

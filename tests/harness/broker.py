@@ -83,6 +83,9 @@ class BrokerConnection:
 
 
 class BrokerProcess:
+    DIR_PREFIX = "broker"  # its directory in tmp_dir is <prefix>-<broker id>
+    LOG_NAME = "broker.log"
+
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
                  overrides: Mapping[str, str] | None = None, port: int | None = None,
                  host: str = "127.0.0.1", command_prefix: Sequence[str] = ()) -> None:
@@ -92,12 +95,12 @@ class BrokerProcess:
         self.host = host
         self.command_prefix = list(command_prefix)
         self.broker_id = broker_id
-        self.dir = Path(tmp_dir) / f"broker-{broker_id}"
+        self.dir = Path(tmp_dir) / f"{self.DIR_PREFIX}-{broker_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._port_chosen_here = port is None
         self.port = port or free_port()
         self.log_dir = self.dir / "kafka-logs"
-        self.log_path = self.dir / "broker.log"
+        self.log_path = self.dir / self.LOG_NAME
         self.config_path = self.dir / "server.properties"
         self.overrides = dict(overrides or {})
         self.process: subprocess.Popen[bytes] | None = None
