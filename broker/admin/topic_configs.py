@@ -116,8 +116,8 @@ class TopicConfigDef:
             raise TopicConfigError(self._bad(raw, f"Not a number of type {self.type.name}")) from None
         if self.check is not None:
             reason = self.check(value)
-            if reason is not None:
-                raise TopicConfigError(self._bad(raw, reason))
+            if reason is not None:  # Kafka prints the parsed value: a double as Java does (2 -> 2.0)
+                raise TopicConfigError(self._bad(repr(value) if isinstance(value, float) else raw, reason))
         return value
 
     def _bad(self, raw: str, reason: str) -> str:

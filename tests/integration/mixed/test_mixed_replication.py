@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.coordinator.group.group_metadata_manager import partition_for
+from broker.coordinator.internal_topic import partition_for
 from tests.harness.broker import BrokerProcess
 from tests.harness.numbered_messages import NumberedProducer, check_exactly_once, read_all
 from tests.integration.mixed.mixed_support import (
