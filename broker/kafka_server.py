@@ -30,6 +30,7 @@ from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.replica_fetcher import FetcherConfig
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from broker.replication.replication_quota import ReplicationQuotas
+from broker.security.credential_cache import CredentialCache
 from broker.services import BrokerServices, ConfigRepository
 from coordination.admin_zk_client import AdminZkClient
 from coordination.blocking_rpc import send_request
@@ -112,8 +113,13 @@ class KafkaServer:
 
         handlers.load_all()
         api_versions = RegisteredApiVersionManager(config.unstable_api_versions_enable)
+        # SCRAM credentials are in memory before the first connection can try them.
+        credentials = CredentialCache()
+        user_configs = await loop.run_in_executor(None, zk.get_all_entity_configs, "users")
+        for user, user_config in user_configs.items():
+            credentials.update_user(user, user_config)
         # The socket server makes the channel (SocketServer treats an empty given channel as absent).
-        self.socket_server = SocketServer(config, api_versions=api_versions)
+        self.socket_server = SocketServer(config, api_versions=api_versions, credentials=credentials)
         request_channel = self.socket_server.request_channel
         pool = KafkaRequestHandlerPool(request_channel, KafkaApis(self), config.num_io_threads)
         metadata_cache = MetadataCache(broker_id)
@@ -233,6 +239,9 @@ class KafkaServer:
             if config.get("unclean.leader.election.enable", "").strip().lower() == "true" \
                     and self.services is not None:
                 self.services.controller.enable_topic_unclean_leader_election(entity_name)
+        elif entity_type == "users" and "/" not in entity_name:
+            assert self.socket_server is not None
+            self.socket_server.credentials.update_user(entity_name, config)
         elif entity_type == "brokers":
             assert self.services is not None and self.replication_quotas is not None
             dynamic_broker_config.on_broker_config_change(self.services, entity_name, config)

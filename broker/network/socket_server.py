@@ -4,7 +4,8 @@ Kafka's shape on one asyncio (uvloop) event loop: acceptors and processors watch
 non-blocking sockets with add_reader/add_writer rather than asyncio transports, because
 the processors need to pause reading per connection, write several responses with one
 ``sendmsg`` and hand file slices to ``os.sendfile`` on the socket, none of which a
-transport allows. Only PLAINTEXT listeners are served.
+transport allows. TLS runs through OpenSSL on the same sockets (``transport_layer``), which
+keeps one code path for every listener; each listener's security is built by ``channel_builder``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import logging
 import socket
 
 from broker.config import EndPoint, KafkaConfig
-from broker.config_defs import ConfigError
 from broker.network.api_version_manager import ApiVersionManager
+from broker.network.channel_builder import ListenerSecurity, listener_security
 from broker.network.connection_quotas import ConnectionQuotas, normalize_ip
 from broker.network.processor import Processor
 from broker.network.request_channel import RequestChannel
+from broker.security.credential_cache import CredentialCache
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +57,10 @@ def _listen_socket(endpoint: EndPoint, backlog: int, receive_buffer_bytes: int) 
 class Acceptor:
     """Accepts connections on one listener, checks quotas, assigns processors round-robin."""
 
-    def __init__(self, endpoint: EndPoint, loop: asyncio.AbstractEventLoop, processors: list[Processor],
+    def __init__(self, security: ListenerSecurity, loop: asyncio.AbstractEventLoop, processors: list[Processor],
                  quotas: ConnectionQuotas, backlog: int, receive_buffer_bytes: int) -> None:
+        endpoint = security.endpoint
+        self.security = security
         self.endpoint = endpoint
         self.loop = loop
         self.quotas = quotas
@@ -100,7 +104,7 @@ class Acceptor:
                 sock.close()
                 continue
             try:
-                next(self._processors).accept(sock, ip, self.endpoint)
+                next(self._processors).accept(sock, ip, self.security)
             except OSError as exc:  # the client went away between accept and setup
                 log.debug("Failed to set up the connection from %s: %s", ip, exc)
                 sock.close()
@@ -116,7 +120,7 @@ class SocketServer:
     """Listeners, processors and the request channel of one broker."""
 
     def __init__(self, config: KafkaConfig, request_channel: RequestChannel | None = None,
-                 api_versions: ApiVersionManager | None = None) -> None:
+                 api_versions: ApiVersionManager | None = None, credentials: CredentialCache | None = None) -> None:
         self.config = config
         self.request_channel = request_channel if request_channel is not None else RequestChannel(config.queued_max_requests)
         self.api_versions = api_versions or ApiVersionManager(config.unstable_api_versions_enable)
@@ -124,10 +128,9 @@ class SocketServer:
                                        config.max_connections_per_ip_overrides)
         self.processors: list[Processor] = []
         self.acceptors: dict[str, Acceptor] = {}
-        for endpoint in config.listeners:
-            if endpoint.security_protocol != "PLAINTEXT":
-                raise ConfigError("listeners", f"listener {endpoint.listener_name} uses "
-                                               f"{endpoint.security_protocol}; only PLAINTEXT is supported")
+        self.credentials = credentials if credentials is not None else CredentialCache()
+        # Built (and checked) before anything binds: a bad keystore or JAAS config stops start-up.
+        self.listener_security = [listener_security(config, ep, self.credentials) for ep in config.listeners]
 
     async def start(self) -> None:
         """Bind every listener and start accepting (port 0 binds a free port; see ``bound_port``)."""
@@ -142,11 +145,11 @@ class SocketServer:
             for i in range(config.num_network_threads)
         ]
         try:
-            for endpoint in config.listeners:
-                acceptor = Acceptor(endpoint, loop, self.processors, self.quotas,
+            for security in self.listener_security:
+                acceptor = Acceptor(security, loop, self.processors, self.quotas,
                                     config.socket_listen_backlog_size, config.socket_receive_buffer_bytes)
-                self.acceptors[endpoint.listener_name] = acceptor
-                log.info("Listening on %s (port %d)", endpoint.connection_string(), acceptor.port)
+                self.acceptors[security.endpoint.listener_name] = acceptor
+                log.info("Listening on %s (port %d)", security.endpoint.connection_string(), acceptor.port)
         except OSError:
             self.shutdown()
             raise
