@@ -30,6 +30,7 @@ from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.replica_fetcher import FetcherConfig
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from broker.replication.replication_quota import ReplicationQuotas
+from broker.security.client_security import PLAINTEXT, ClientSecurity
 from broker.security.credential_cache import CredentialCache
 from broker.services import BrokerServices, ConfigRepository
 from coordination.admin_zk_client import AdminZkClient
@@ -59,6 +60,7 @@ CONTROLLED_SHUTDOWN_VERSION = 3
 class KafkaServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
+        self.client_security = PLAINTEXT
         self.services: BrokerServices | None = None
         self.socket_server: SocketServer | None = None
         self.registration: BrokerRegistration | None = None
@@ -74,6 +76,8 @@ class KafkaServer:
         config = self.config
         loop = asyncio.get_running_loop()
         log.info("starting")
+        # How this broker reaches the others; a bad keystore or JAAS config stops start-up here.
+        self.client_security = ClientSecurity.inter_broker(config)
         stored = {d: read_meta_properties(d) for d in config.log_dirs}
         log.info("Connecting to zookeeper on %s", config.zookeeper_connect)
         zk = await loop.run_in_executor(None, lambda: KafkaZkClient.connect(
@@ -135,6 +139,7 @@ class KafkaServer:
             leader_imbalance_check_interval_seconds=config.leader_imbalance_check_interval_seconds,
             inter_broker_listener_name=config.inter_broker_listener_name,
             controller_socket_timeout_ms=config.get("controller.socket.timeout.ms"),
+            connect=self.client_security.connect_blocking,
         ))
         self.services = BrokerServices(
             config=config, broker_id=broker_id, cluster_id=cluster_id, log_manager=log_manager,
@@ -182,11 +187,12 @@ class KafkaServer:
             partition_max_bytes=config.get("replica.fetch.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+            security=self.client_security,
         ), config.get("num.replica.fetchers"), replica_manager.run_blocking, quotas.follower)
         alter_partition = AlterPartitionManager(
             broker_id, lambda: replica_manager.broker_epoch, replica_manager.metadata_cache,
             config.inter_broker_listener_name, config.get("controller.socket.timeout.ms") / 1000,
-            replica_manager.on_isr_changed)
+            replica_manager.on_isr_changed, self.client_security)
         alter_partition.start()
         replica_manager.alter_partition_manager = alter_partition
         self._isr_expiration = asyncio.get_running_loop().create_task(
@@ -323,7 +329,7 @@ class KafkaServer:
         timeout = self.config.get("controller.socket.timeout.ms") / 1000
         response = send_request(endpoint.host or "localhost", endpoint.port, request, ApiKey.CONTROLLED_SHUTDOWN,
                                 CONTROLLED_SHUTDOWN_VERSION, f"broker-{services.broker_id}-controlled-shutdown",
-                                timeout)
+                                timeout, self.client_security.connect_blocking)
         remaining = [f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions]
         return Errors(response.error_code), remaining
 

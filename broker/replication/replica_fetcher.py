@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.network.network_client import NETWORK_ERRORS, NetworkClient
+from broker.security.client_security import PLAINTEXT, ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.exceptions import ProtocolError
@@ -59,6 +60,7 @@ class FetcherConfig:
     partition_max_bytes: int  # replica.fetch.max.bytes
     backoff_ms: int  # replica.fetch.backoff.ms
     socket_timeout_ms: int  # replica.socket.timeout.ms
+    security: ClientSecurity = PLAINTEXT  # TLS and SASL of the inter-broker listener
 
 
 @dataclass(slots=True)
@@ -88,7 +90,7 @@ class ReplicaFetcher:
         self.states: dict[TopicPartition, PartitionFetchState] = {}
         self.processing = asyncio.Lock()
         self._wakeup = asyncio.Event()
-        self._client = NetworkClient(name, (config.socket_timeout_ms + config.max_wait_ms) / 1000)
+        self._client = NetworkClient(name, (config.socket_timeout_ms + config.max_wait_ms) / 1000, config.security)
         self._task: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:

@@ -46,7 +46,8 @@ def _request(host: str, port: int, api_key: int, version: int, body: Any, timeou
 
 class BrokerProcess:
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
-                 overrides: Mapping[str, str] | None = None, port: int | None = None) -> None:
+                 overrides: Mapping[str, str] | None = None, port: int | None = None,
+                 extra_listeners: tuple[str, ...] = ()) -> None:
         self.zk_connect = zk_connect
         self.broker_id = broker_id
         self.dir = Path(tmp_dir) / f"broker-{broker_id}"
@@ -57,6 +58,9 @@ class BrokerProcess:
         self.log_path = self.dir / "broker.log"
         self.config_path = self.dir / "server.properties"
         self.overrides = dict(overrides or {})
+        # More listeners (named as their security protocol, e.g. "SASL_SSL") on ports of their own;
+        # the PLAINTEXT one on ``port`` stays for the harness's own checks.
+        self.listener_ports = {name: free_port() for name in extra_listeners}
         self.process: subprocess.Popen[bytes] | None = None
         self.paused = False
 
@@ -64,10 +68,15 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def bootstrap_for(self, listener: str) -> str:
+        return f"127.0.0.1:{self.listener_ports[listener]}"
+
     def properties(self) -> dict[str, str]:
+        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}"]
+        listeners += [f"{name}://127.0.0.1:{port}" for name, port in self.listener_ports.items()]
         props = {
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": ",".join(listeners),
             "log.dirs": str(self.log_dir),
             "zookeeper.connect": self.zk_connect,
             **TEST_DEFAULTS,
@@ -259,12 +268,16 @@ class BrokerCluster:
     """``n`` brokers (ids 0..n-1) sharing one ZooKeeper connect string."""
 
     def __init__(self, n: int, zk_connect: str, tmp_dir: Path | str,
-                 overrides: Mapping[str, str] | None = None) -> None:
-        self.brokers = [BrokerProcess(zk_connect, i, tmp_dir, overrides) for i in range(n)]
+                 overrides: Mapping[str, str] | None = None, extra_listeners: tuple[str, ...] = ()) -> None:
+        self.brokers = [BrokerProcess(zk_connect, i, tmp_dir, overrides, extra_listeners=extra_listeners)
+                        for i in range(n)]
 
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers)
+
+    def bootstrap_for(self, listener: str) -> str:
+        return ",".join(b.bootstrap_for(listener) for b in self.brokers)
 
     def start(self) -> None:
         for broker in self.brokers:
