@@ -107,9 +107,8 @@ class ClientSecurity:
             raise
         return sock
 
-    def _drive_blocking(self, sock: socket.socket, client_id: str) -> None:
-        from coordination.blocking_rpc import read_response
-
+    def _frames(self, client_id: str) -> Generator[tuple[bytes, int, int], Message, None]:
+        """The login's request frames (with api key and version); receives each decoded response."""
         exchange = sasl_exchange(self.sasl_mechanism or "", self.username, self.password)
         response: Message | None = None
         correlation_id = 0
@@ -119,8 +118,19 @@ class ClientSecurity:
             except StopIteration:
                 return
             correlation_id += 1
-            sock.sendall(encode_request(request, api_key, version, correlation_id, client_id))
-            response = read_response(sock, api_key, version)[1]
+            response = yield encode_request(request, api_key, version, correlation_id, client_id), api_key, version
+
+    def _drive_blocking(self, sock: socket.socket, client_id: str) -> None:
+        from coordination.blocking_rpc import read_response
+
+        frames = self._frames(client_id)
+        frame, api_key, version = next(frames)
+        while True:
+            sock.sendall(frame)
+            try:
+                frame, api_key, version = frames.send(read_response(sock, api_key, version)[1])
+            except StopIteration:
+                return
 
     # --- asyncio streams --------------------------------------------------------------------------
     async def open_connection(self, host: str, port: int, client_id: str
@@ -136,20 +146,18 @@ class ClientSecurity:
         return reader, writer
 
     async def _drive_async(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
-        exchange = sasl_exchange(self.sasl_mechanism or "", self.username, self.password)
-        response: Message | None = None
-        correlation_id = 0
+        frames = self._frames(client_id)
+        frame, api_key, version = next(frames)
         while True:
-            try:
-                api_key, version, request = exchange.send(response) if response is not None else next(exchange)
-            except StopIteration:
-                return
-            correlation_id += 1
-            writer.write(encode_request(request, api_key, version, correlation_id, client_id))
+            writer.write(frame)
             size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
             if size < 0:
                 raise ConnectionError(f"invalid response size {size}")
-            response = decode_response(api_key, version, await reader.readexactly(size))[1]
+            try:
+                frame, api_key, version = frames.send(decode_response(api_key, version,
+                                                                      await reader.readexactly(size))[1])
+            except StopIteration:
+                return
 
 
 PLAINTEXT = ClientSecurity()
