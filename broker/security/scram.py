@@ -173,7 +173,9 @@ class ScramServer(SaslServer):
 
     def _client_final(self, token: bytes) -> bytes:
         match = _match(_CLIENT_FINAL, token, "client final message")
-        if match["nonce"] != self._nonce:
+        # Kafka 3.9 checks endsWith, not equality: librdkafka before 2.6.1 sends its own nonce
+        # again in front of the server's (CVE-2024-56128 follow-up in Kafka 3.8.1).
+        if not match["nonce"].endswith(self._nonce):
             raise SaslError("Invalid client nonce in the final client message.")
         credential = self._credential
         assert credential is not None
