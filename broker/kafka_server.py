@@ -18,6 +18,7 @@ from typing import Any
 from broker import handlers
 from broker.admin import dynamic_broker_config
 from broker.config import KafkaConfig
+from broker.config_defs import ConfigError
 from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupConfig
 from broker.fetch_session import FetchSessionCache
@@ -30,6 +31,8 @@ from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.replica_fetcher import FetcherConfig
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from broker.replication.replication_quota import ReplicationQuotas
+from broker.security.authorization import AuthHelper
+from broker.security.authorizer.acl_authorizer import ACL_AUTHORIZER_CLASS, AclAuthorizer, parse_super_users
 from broker.security.client_security import PLAINTEXT, ClientSecurity
 from broker.security.credential_cache import CredentialCache
 from broker.services import BrokerServices, ConfigRepository
@@ -61,6 +64,7 @@ class KafkaServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
         self.client_security = PLAINTEXT
+        self.authorizer: AclAuthorizer | None = None
         self.services: BrokerServices | None = None
         self.socket_server: SocketServer | None = None
         self.registration: BrokerRegistration | None = None
@@ -122,6 +126,7 @@ class KafkaServer:
         user_configs = await loop.run_in_executor(None, zk.get_all_entity_configs, "users")
         for user, user_config in user_configs.items():
             credentials.update_user(user, user_config)
+        auth = AuthHelper(await self._start_authorizer(zk))
         # The socket server makes the channel (SocketServer treats an empty given channel as absent).
         self.socket_server = SocketServer(config, api_versions=api_versions, credentials=credentials)
         request_channel = self.socket_server.request_channel
@@ -149,6 +154,7 @@ class KafkaServer:
             config_repository=ConfigRepository(zk), epoch_fence=ControllerEpochFence(),
             api_version_manager=api_versions,
             fetch_session_cache=FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")),
+            auth=auth,
         )
         group_coordinator = GroupCoordinator(broker_id, GroupConfig.from_broker_config(config), replica_manager,
                                              metadata_cache, pool.run_blocking)
@@ -167,6 +173,23 @@ class KafkaServer:
         await loop.run_in_executor(None, self.config_listener.start)
         log_manager.start_scheduler()
         log.info("[KafkaServer id=%d] started", broker_id)
+
+    async def _start_authorizer(self, zk: KafkaZkClient) -> AclAuthorizer | None:
+        """authorizer.class.name: the ZooKeeper-mode AclAuthorizer, loaded before requests are served."""
+        name = self.config.get("authorizer.class.name")
+        if not name:
+            return None
+        if name != ACL_AUTHORIZER_CLASS:
+            raise ConfigError("authorizer.class.name", f"Class {name} cannot be found (a ZooKeeper-mode broker "
+                                                       f"supports {ACL_AUTHORIZER_CLASS})")
+        try:
+            super_users = parse_super_users(self.config.get("super.users"))
+        except ValueError as exc:
+            raise ConfigError("super.users", str(exc)) from None
+        authorizer = AclAuthorizer(zk, super_users, self.config.get("allow.everyone.if.no.acl.found"))
+        await asyncio.get_running_loop().run_in_executor(None, authorizer.start)
+        self.authorizer = authorizer
+        return authorizer
 
     def _start_replication(self, replica_manager: ReplicaManager, broker_id: int,
                            topic_configs: dict[str, dict[str, str]], broker_configs: dict[str, dict[str, str]]
@@ -278,6 +301,8 @@ class KafkaServer:
         services.replica_manager.shutdown()
         if self.config_listener is not None:
             await loop.run_in_executor(None, self.config_listener.close)
+        if self.authorizer is not None:
+            await loop.run_in_executor(None, self.authorizer.close)
         await loop.run_in_executor(None, services.log_manager.shutdown)
         await loop.run_in_executor(None, services.controller.shutdown)
         if self.registration is not None:
@@ -287,6 +312,8 @@ class KafkaServer:
 
     def _close_partial(self, zk: KafkaZkClient) -> None:
         """Undo a failed startup (blocking part) so the process can exit cleanly."""
+        if self.authorizer is not None:
+            self.authorizer.close()
         if self.services is not None and self._controller_started:
             self.services.controller.shutdown()
         if self.log_manager is not None:

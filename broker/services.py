@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.fetch_session import FetchSessionCache
+from broker.security.authorization import NO_AUTHORIZATION, AuthHelper
 
 if TYPE_CHECKING:
     from broker.admin.dynamic_broker_config import DynamicBrokerConfig
@@ -59,3 +60,5 @@ class BrokerServices:
     group_coordinator: GroupCoordinator | None = None
     # The live, layered broker config (static + dynamic from ZooKeeper), set at startup.
     dynamic_config: DynamicBrokerConfig | None = None
+    # Authorization of requests (allows everything unless authorizer.class.name is set).
+    auth: AuthHelper = NO_AUTHORIZATION

@@ -130,7 +130,7 @@ class Processor:
                           f"which is not enabled", logging.WARNING)
             return None
         return Request(self, channel.connection_id, header, frame, channel.listener.listener_name,
-                       channel.listener.security_protocol, channel.client_address)
+                       channel.listener.security_protocol, (channel.client_ip, channel.client_address[1]))
 
     def enqueue_response(self, response: Response) -> None:
         channel = self.connections.get(response.request.connection_id)
