@@ -15,7 +15,6 @@ from broker.errors import TYPED_FAILURES, error_of
 from broker.handlers import ERROR_RESPONSES, HANDLERS
 from broker.network.api_version_manager import ApiVersionManager
 from broker.network.request_channel import Request, Response
-from broker.security.authorization import CLUSTER_OPERATIONS
 from protocol.api_keys import ApiKey, response_class
 from protocol.errors import Errors
 
@@ -44,10 +43,10 @@ class KafkaApis:
             return Response.close(request)
         services = self.server.services
         assert services is not None, "requests are served only after startup built the services"
-        operation = CLUSTER_OPERATIONS.get(api_key)
-        if operation is not None and not services.auth.authorize_cluster(request, operation):
-            return self._error_response(api_key, request, Errors.CLUSTER_AUTHORIZATION_FAILED)
         try:
+            denied = services.auth.check_request(request)
+            if denied is not None:
+                return self._error_response(api_key, request, denied)
             return await handler(services, request)
         except TYPED_FAILURES as exc:
             error = error_of(exc)

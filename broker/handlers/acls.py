@@ -1,6 +1,6 @@
 """DescribeAcls, CreateAcls and DeleteAcls (v0-3) over the AclAuthorizer.
 
-The cluster-level checks (DESCRIBE, ALTER) are in ``CLUSTER_OPERATIONS``. Without an authorizer
+The cluster-level checks (DESCRIBE, ALTER) are in ``REQUEST_PERMISSIONS``. Without an authorizer
 Kafka answers SECURITY_DISABLED, which is what ``kafka-acls.sh`` reports as "Security features
 are disabled". Bindings with UNKNOWN/ANY elements, an empty name, a ``/`` in the name or a
 cluster resource not named ``kafka-cluster`` are refused with INVALID_REQUEST, as Kafka does.

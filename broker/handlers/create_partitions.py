@@ -12,6 +12,7 @@ from broker.admin.topic_validation import check_partition_increase
 from broker.admin.waiting import missing_leaders, respond_when
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from coordination.errors import CoordinationError, NotControllerError
 from protocol.api_keys import ApiKey
@@ -49,10 +50,14 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
         return Response.send(request, CreatePartitionsResponse(results=results))
 
     counts = Counter(t.name for t in body.topics)
-    candidates = {t.name: (t, r) for t, r in zip(body.topics, results) if counts[t.name] == 1}
+    alterable = services.auth.filter_authorized(request, AclOperation.ALTER, ResourceType.TOPIC, body.topics,
+                                                lambda t: t.name)
+    candidates = {t.name: (t, r) for t, r in zip(body.topics, results) if counts[t.name] == 1 and t.name in alterable}
     for topic, result in zip(body.topics, results):
         if counts[topic.name] > 1:
             _fail(result, Errors.INVALID_REQUEST, "Duplicate topic in request.")
+        elif topic.name not in alterable:
+            _fail(result, Errors.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
     deleting, brokers, current = await services.pool.run_blocking(_zk_state, services, list(candidates))
 
     increases: dict[str, tuple[int, list[list[int]] | None]] = {}

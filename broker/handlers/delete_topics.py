@@ -8,6 +8,7 @@ from broker.errors import api_error
 from broker.admin.waiting import respond_when
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from coordination.errors import NotControllerError
 from protocol.api_keys import ApiKey
@@ -58,7 +59,8 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> Re
         if version >= 6 and result.name is not None and result.topic_id != ZERO_UUID:
             _fail(result, Errors.INVALID_REQUEST, "You may not specify both topic name and topic id.")
             continue
-        if result.name is None:
+        by_id = result.name is None
+        if by_id:
             name = cache.topic_name(result.topic_id)
             if name is None:
                 _fail(result, Errors.UNKNOWN_TOPIC_ID)
@@ -66,6 +68,14 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> Re
             result.name = name
         if version >= 6 and result.topic_id == ZERO_UUID:
             result.topic_id = cache.topic_id(result.name)
+        auth = services.auth
+        if by_id and not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, result.name):
+            result.name = None  # the id of a topic it may not see: as if unknown (Kafka)
+            _fail(result, Errors.UNKNOWN_TOPIC_ID)
+            continue
+        if not auth.authorize(request, AclOperation.DELETE, ResourceType.TOPIC, result.name):
+            _fail(result, Errors.TOPIC_AUTHORIZATION_FAILED)
+            continue
         if not cache.contains_topic(result.name):
             _fail(result, Errors.UNKNOWN_TOPIC_OR_PARTITION)
             continue

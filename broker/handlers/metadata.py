@@ -14,6 +14,7 @@ from typing import Any
 from broker.handlers import handles
 from broker.metadata_cache import PartitionMetadata
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.services import BrokerServices
 from coordination.admin_zk_client import NewTopic, validate_topic_name
 from coordination.errors import CoordinationError, InvalidTopicError, TopicExistsError
@@ -107,9 +108,13 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
     config = services.config
     all_topics = body.topics is None or (version == 0 and not body.topics)
     allow_auto_create = config.auto_create_topics_enable and (version < 4 or body.allow_auto_topic_creation)
+    auth = services.auth
     topics: list[Any] = []
     if all_topics:
-        topics = [topic_metadata(services, t, listener, version) for t in cache.all_topics()]
+        # Topics the request may not DESCRIBE are left out: their existence is not disclosed.
+        described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, cache.all_topics(),
+                                           log_if_denied=False)
+        topics = [topic_metadata(services, t, listener, version) for t in cache.all_topics() if t in described]
     else:
         for requested in body.topics:
             name = requested.name
@@ -119,6 +124,12 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
                 if name is None:
                     topics.append(_error_topic(None, Errors.UNKNOWN_TOPIC_ID, topic_id))
                     continue
+                if not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                    topics.append(_error_topic(None, Errors.TOPIC_AUTHORIZATION_FAILED, topic_id))
+                    continue
+            if not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(_error_topic(name, Errors.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if cache.contains_topic(name):
                 topics.append(topic_metadata(services, name, listener, version))
                 continue
@@ -127,12 +138,26 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
             except InvalidTopicError:
                 topics.append(_error_topic(name, Errors.INVALID_TOPIC_EXCEPTION))
                 continue
-            error = (await auto_create_topic(services, name) if allow_auto_create
-                     else Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            if not allow_auto_create:
+                error = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif not (auth.authorize_cluster(request, AclOperation.CREATE, log_if_denied=False)
+                      or auth.authorize(request, AclOperation.CREATE, ResourceType.TOPIC, name)):
+                error = Errors.TOPIC_AUTHORIZATION_FAILED
+            else:
+                error = await auto_create_topic(services, name)
             topics.append(_error_topic(name, error))
+    if version >= 8 and body.include_topic_authorized_operations:
+        for topic in topics:
+            if topic.error_code == 0:
+                topic.topic_authorized_operations = auth.authorized_operations(request, ResourceType.TOPIC, topic.name)
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=node.broker_id, host=host, port=port, rack=node.rack)
                for node, host, port in cache.alive_brokers(listener)]
-    return Response.send(request, MetadataResponse(
+    response = MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=services.cluster_id,
         controller_id=cache.controller_id if cache.controller_id is not None else -1, topics=topics,
-    ))
+    )
+    if 8 <= version <= 10 and body.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = (
+            auth.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
+            if auth.authorize_cluster(request, AclOperation.DESCRIBE) else 0)
+    return Response.send(request, response)

@@ -9,6 +9,7 @@ from broker.coordinator.group.group_operations import commit_offsets
 from broker.handlers import handles
 from broker.handlers._group_support import group_coordinator, respond_later
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -46,9 +47,14 @@ async def handle_offset_commit(services: BrokerServices, request: Request) -> Re
     retention = body.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION_TIME
     errors: dict[TopicPartition, Errors] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    readable = services.auth.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, body.topics,
+                                               lambda t: t.name)
     for topic in body.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
+            if topic.name not in readable:
+                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+                continue
             if services.metadata_cache.partition(*tp) is None:
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue

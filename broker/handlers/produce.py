@@ -14,12 +14,14 @@ from broker.delayed_produce import DelayedProduce
 from broker.handlers import handles
 from broker.errors import error_of
 from broker.produce_validator import RecordValidationError, validate_records
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
 from coordination.errors import CoordinationError
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import ProduceResponse
+from protocol.records.batch import ATTRIBUTES_OFFSET, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK
 from storage.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,23 @@ async def _append_partition(services: BrokerServices, topic: str, index: int, re
         info.last_offset + 1
 
 
+def is_transactional(records: Any) -> bool:
+    """Is the first batch transactional (Kafka's RequestUtils.hasTransactionalRecords looks no further)?"""
+    if records is None or len(records) < RECORD_BATCH_OVERHEAD or records[MAGIC_OFFSET] != 2:
+        return False
+    return bool(records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK)  # the low byte of the int16
+
+
+def _transactional_id_authorized(services: BrokerServices, request: Request, body: Any) -> bool:
+    """Transactional records need WRITE on the request's transactional id (Kafka's handleProduceRequest)."""
+    if services.auth.authorizer is None or not any(
+            is_transactional(p.records) for t in body.topic_data for p in t.partition_data):
+        return True
+    transactional_id = getattr(body, "transactional_id", None)
+    return transactional_id is not None and services.auth.authorize(
+        request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 @handles(ApiKey.PRODUCE, error_response=error_response)
 async def handle_produce(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
@@ -96,10 +115,17 @@ async def handle_produce(services: BrokerServices, request: Request) -> Response
         if acks == 0:
             return Response.close(request)
         return Response.send(request, error_response(request, Errors.INVALID_REQUIRED_ACKS))
+    if not _transactional_id_authorized(services, request, body):
+        return Response.send(request, error_response(request, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    writable = services.auth.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, body.topic_data,
+                                               lambda t: t.name)
     entries: dict[str, list[Any]] = {}
     waiting: dict[tuple[str, int], tuple[int, Any]] = {}
     for topic_data in body.topic_data:
         for p in topic_data.partition_data:
+            if topic_data.name not in writable:
+                entries.setdefault(topic_data.name, []).append(_error_entry(p.index, Errors.TOPIC_AUTHORIZATION_FAILED))
+                continue
             entry, required = await _append_partition(services, topic_data.name, p.index, p.records, version, acks)
             entries.setdefault(topic_data.name, []).append(entry)
             if acks == -1 and required >= 0 and entry.error_code == 0:

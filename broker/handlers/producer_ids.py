@@ -13,6 +13,7 @@ from typing import Any
 from broker.handlers import handles
 from broker.errors import error_of
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
@@ -22,9 +23,27 @@ from storage.errors import StorageError
 log = logging.getLogger(__name__)
 
 
+def init_producer_id_denied(services: BrokerServices, request: Request, transactional_id: str | None
+                            ) -> Errors | None:
+    """WRITE on the transactional id; without one, IDEMPOTENT_WRITE on the cluster or (KIP-679) WRITE
+    on some topic (Kafka's handleInitProducerIdRequest)."""
+    auth = services.auth
+    if transactional_id is not None:
+        if not auth.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not (auth.authorize_cluster(request, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False)
+              or auth.authorize_by_resource_type(request, AclOperation.WRITE, ResourceType.TOPIC)):
+        return Errors.CLUSTER_AUTHORIZATION_FAILED
+    return None
+
+
 @handles(ApiKey.INIT_PRODUCER_ID)
 async def handle_init_producer_id(services: BrokerServices, request: Request) -> Response:
     body = request.body()
+    denied = init_producer_id_denied(services, request, body.transactional_id)
+    if denied is not None:
+        return Response.send(request, InitProducerIdResponse(
+            throttle_time_ms=0, error_code=int(denied), producer_id=-1, producer_epoch=-1))
     if body.transactional_id is not None:
         return Response.send(request, InitProducerIdResponse(
             throttle_time_ms=0, error_code=int(Errors.COORDINATOR_NOT_AVAILABLE), producer_id=-1, producer_epoch=-1))
@@ -33,9 +52,11 @@ async def handle_init_producer_id(services: BrokerServices, request: Request) ->
         throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0))
 
 
-def _describe_partition(services: BrokerServices, topic: str, index: int) -> Any:
+def _describe_partition(services: BrokerServices, topic: str, index: int, readable: set[str]) -> Any:
     entry = DescribeProducersResponse.PartitionResponse(partition_index=index, error_code=0, active_producers=[])
     try:
+        if topic not in readable:
+            raise KafkaApiError(Errors.TOPIC_AUTHORIZATION_FAILED)
         tp_log = services.replica_manager.leader_partition(topic, index).leader_log()
     except (KafkaApiError, StorageError) as exc:
         error = error_of(exc)
@@ -57,9 +78,11 @@ def _describe_partition(services: BrokerServices, topic: str, index: int) -> Any
 @handles(ApiKey.DESCRIBE_PRODUCERS)
 async def handle_describe_producers(services: BrokerServices, request: Request) -> Response:
     body = request.body()
+    readable = services.auth.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, body.topics,
+                                               lambda t: t.name)
     return Response.send(request, DescribeProducersResponse(throttle_time_ms=0, topics=[
         DescribeProducersResponse.TopicResponse(name=t.name, partitions=[
-            _describe_partition(services, t.name, index) for index in t.partition_indexes])
+            _describe_partition(services, t.name, index, readable) for index in t.partition_indexes])
         for t in body.topics]))
 
 

@@ -1,6 +1,6 @@
 """Authorization of requests (Kafka's AuthHelper): one declarative table for the APIs that need a
-single cluster-level permission, checked before their handler runs, and small helpers the other
-handlers call for their topics, groups and transactional ids.
+single permission on the whole request, checked before their handler runs, and small helpers the
+other handlers call for their topics, groups and transactional ids.
 
 Without ``authorizer.class.name`` everything is allowed and the helpers cost one attribute check.
 """
@@ -8,10 +8,12 @@ Without ``authorizer.class.name`` everything is allowed and the helpers cost one
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from broker.security.authorizer.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors
 
 if TYPE_CHECKING:
     from broker.network.request_channel import Request
@@ -19,28 +21,44 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# API -> the operation on the cluster resource it needs; a denial answers CLUSTER_AUTHORIZATION_FAILED
-# in the API's own error response (Kafka's authorizeClusterOperation and its equivalents).
-CLUSTER_OPERATIONS: dict[ApiKey, AclOperation] = {
-    ApiKey.LEADER_AND_ISR: AclOperation.CLUSTER_ACTION,
-    ApiKey.STOP_REPLICA: AclOperation.CLUSTER_ACTION,
-    ApiKey.UPDATE_METADATA: AclOperation.CLUSTER_ACTION,
-    ApiKey.CONTROLLED_SHUTDOWN: AclOperation.CLUSTER_ACTION,
-    ApiKey.ALTER_PARTITION: AclOperation.CLUSTER_ACTION,
-    ApiKey.ALLOCATE_PRODUCER_IDS: AclOperation.CLUSTER_ACTION,
-    ApiKey.WRITE_TXN_MARKERS: AclOperation.CLUSTER_ACTION,
-    ApiKey.DESCRIBE_ACLS: AclOperation.DESCRIBE,
-    ApiKey.CREATE_ACLS: AclOperation.ALTER,
-    ApiKey.DELETE_ACLS: AclOperation.ALTER,
-    ApiKey.ELECT_LEADERS: AclOperation.ALTER,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AclOperation.ALTER,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,
-    ApiKey.ALTER_REPLICA_LOG_DIRS: AclOperation.ALTER,
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: AclOperation.DESCRIBE_CONFIGS,
-    ApiKey.ALTER_CLIENT_QUOTAS: AclOperation.ALTER_CONFIGS,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: AclOperation.DESCRIBE,
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AclOperation.ALTER,
-    ApiKey.UPDATE_FEATURES: AclOperation.ALTER,
+
+
+@dataclass(frozen=True)
+class RequiredPermission:
+    """The one permission an API needs on the whole request, and the error a denial answers."""
+
+    operation: AclOperation
+    resource_type: ResourceType
+    name: Callable[[Request], str]
+    error: Errors
+
+
+def _cluster(operation: AclOperation) -> RequiredPermission:
+    return RequiredPermission(operation, ResourceType.CLUSTER, lambda _: CLUSTER_NAME, Errors.CLUSTER_AUTHORIZATION_FAILED)
+
+
+def _group(operation: AclOperation) -> RequiredPermission:
+    return RequiredPermission(operation, ResourceType.GROUP, lambda request: request.body().group_id,
+                              Errors.GROUP_AUTHORIZATION_FAILED)
+
+
+# APIs whose whole request one permission gates; checked before the handler runs, a denial is
+# answered with the API's own error response (Kafka's authorizeClusterOperation and the group
+# checks at the top of its group handlers). Other checks are per resource, in the handlers.
+REQUEST_PERMISSIONS: dict[ApiKey, RequiredPermission] = {
+    **{api: _cluster(AclOperation.CLUSTER_ACTION) for api in (
+        ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.WRITE_TXN_MARKERS)},
+    **{api: _cluster(AclOperation.ALTER) for api in (
+        ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.UPDATE_FEATURES)},
+    **{api: _cluster(AclOperation.DESCRIBE) for api in (
+        ApiKey.DESCRIBE_ACLS, ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)},
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(AclOperation.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: _cluster(AclOperation.ALTER_CONFIGS),
+    **{api: _group(AclOperation.READ) for api in (
+        ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT)},
+    ApiKey.OFFSET_DELETE: _group(AclOperation.DELETE),
 }
 
 
@@ -55,6 +73,14 @@ class AuthHelper:
             return True
         return authorizer.authorize(request.principal, request.client_address[0], operation, resource_type, name,
                                     log_if_denied)
+
+    def check_request(self, request: Request) -> Errors | None:
+        """The error of a request its API's ``REQUEST_PERMISSIONS`` entry denies, else None."""
+        permission = REQUEST_PERMISSIONS.get(ApiKey(request.api_key)) if self.authorizer is not None else None
+        if permission is None or self.authorize(request, permission.operation, permission.resource_type,
+                                                permission.name(request)):
+            return None
+        return permission.error
 
     def authorize_cluster(self, request: Request, operation: AclOperation, log_if_denied: bool = True) -> bool:
         return self.authorize(request, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied)

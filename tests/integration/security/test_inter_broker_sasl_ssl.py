@@ -1,5 +1,6 @@
 """Three brokers whose replica fetchers, AlterPartition requests, controller RPCs and controlled
-shutdowns all go over a SASL_SSL inter-broker listener (SCRAM-SHA-512), with clients on it too."""
+shutdowns all go over a SASL_SSL inter-broker listener (SCRAM-SHA-512), with clients on it too;
+ACLs created through one broker are enforced by all."""
 from __future__ import annotations
 
 import time
@@ -20,6 +21,39 @@ from tests.integration.security.security_setup import (
 pytestmark = pytest.mark.integration
 
 
+def _grant_alice_through_broker_0(cluster: BrokerCluster, pki: TestPki) -> None:
+    """ACLs created through broker 0 reach every broker's cache through the change queue."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from protocol.messages import DescribeAclsRequest
+
+    admin = AdminClient({**librdkafka_config("SASL_SSL", "SCRAM-SHA-512", "admin", pki),
+                         "bootstrap.servers": cluster.brokers[0].bootstrap_for("SASL_SSL")})
+    grants = [AclBinding(ResourceType.TOPIC, "replicated", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation[op], AclPermissionType.ALLOW) for op in ("WRITE", "READ")]
+    grants.append(AclBinding(ResourceType.GROUP, "g", ResourcePatternType.LITERAL, "User:alice", "*",
+                             AclOperation.READ, AclPermissionType.ALLOW))
+    for future in admin.create_acls(grants).values():
+        future.result(timeout=15)
+    for broker in cluster.brokers:
+        deadline = time.monotonic() + 15
+        while True:
+            described = broker.request(29, 1, DescribeAclsRequest(
+                resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+                host_filter=None, operation=1, permission_type=1))
+            if sum(len(r.acls) for r in described.resources) == 3:
+                break
+            assert time.monotonic() < deadline, f"broker {broker.broker_id} never saw the ACLs"
+            time.sleep(0.1)
+
+
 def test_replication_and_controller_rpcs_over_sasl_ssl(shared_zookeeper, tmp_path: Path) -> None:
     from confluent_kafka import Consumer, Producer
 
@@ -28,12 +62,16 @@ def test_replication_and_controller_rpcs_over_sasl_ssl(shared_zookeeper, tmp_pat
     keystore = pki.issue("broker", "CN=localhost,OU=Brokers").pem_bundle
     create_scram_users(zk_connect)
     overrides = {**secure_broker_overrides(pki, keystore), "inter.broker.listener.name": "SASL_SSL",
-                 "offsets.topic.replication.factor": "3", "min.insync.replicas": "2"}
+                 "offsets.topic.replication.factor": "3", "min.insync.replicas": "2",
+                 "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                 # admin: the brokers' own login; ANONYMOUS: the harness on its PLAINTEXT listener
+                 "super.users": "User:admin;User:ANONYMOUS"}
     cluster = BrokerCluster(3, zk_connect, tmp_path, overrides, extra_listeners=SECURE_LISTENERS)
     try:
         cluster.start()
         cluster.brokers[0].create_topic("replicated", partitions=3, replication_factor=3)
         client = librdkafka_config("SASL_SSL", "SCRAM-SHA-512", "alice", pki)
+        _grant_alice_through_broker_0(cluster, pki)
         producer = Producer({**client, "bootstrap.servers": cluster.bootstrap_for("SASL_SSL"), "acks": "all",
                              "enable.idempotence": True})
         for i in range(300):

@@ -124,3 +124,13 @@ def test_java_console_producer_and_consumer(secure_broker, tmp_path) -> None:
                                                   "--from-beginning", "--max-messages", "3",
                                                   "--consumer.config", str(properties), "--timeout-ms", "30000"])
     assert consumed.stdout.split() == ["one", "two", "three"]
+
+
+def test_acl_apis_without_an_authorizer_answer_security_disabled(secure_broker) -> None:
+    from protocol.errors import Errors
+    from protocol.messages import DescribeAclsRequest
+
+    response = secure_broker.broker.request(29, 1, DescribeAclsRequest(
+        resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1))
+    assert response.error_code == Errors.SECURITY_DISABLED
+    assert response.error_message == "No Authorizer is configured on the broker"
