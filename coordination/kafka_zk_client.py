@@ -427,6 +427,16 @@ class KafkaZkClient:
                 result[(_entity_name(user), _entity_name(client))] = self._config_at(f"{parent}/{client}")
         return result
 
+    def delete_entity_config_if_unused(self, entity_type: str, entity_name: str) -> None:
+        """Remove an entity's config znode that holds nothing and has no children (user/client nodes)."""
+        path = config_entity_path(entity_type, entity_name)
+        data, _ = self.zk.get_data(path)
+        if not decode_entity_config(path, data) and not self.zk.get_children(path):
+            try:
+                self.zk.delete(path)
+            except (NoNodeError, NotEmptyError):
+                pass
+
     def _config_at(self, path: str) -> dict[str, str]:
         data, _ = self.zk.get_data(path)
         return decode_entity_config(path, data)

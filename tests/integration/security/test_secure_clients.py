@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 
 import pytest
 
@@ -134,3 +135,43 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(secure_broker) 
         resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1))
     assert response.error_code == Errors.SECURITY_DISABLED
     assert response.error_message == "No Authorizer is configured on the broker"
+
+
+def _can_login(secure_broker, user: str, password: str, mechanism: str) -> bool:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    config = {**kafka_python_config("SASL_PLAINTEXT", mechanism, "alice", secure_broker.pki),
+              "sasl_plain_username": user, "sasl_plain_password": password}
+    try:
+        KafkaProducer(bootstrap_servers=secure_broker.bootstrap("SASL_PLAINTEXT"), request_timeout_ms=5000,
+                      **config).close()
+    except KafkaError:
+        return False
+    return True
+
+
+def test_scram_users_managed_with_kafka_configs_sh(secure_broker, tmp_path) -> None:
+    cli = kafka_cli(tmp_path)
+    admin = java_client_properties(tmp_path / "admin.properties", "SASL_PLAINTEXT", "SCRAM-SHA-256", "admin",
+                                   secure_broker.pki)
+    bootstrap = ["--bootstrap-server", secure_broker.bootstrap("SASL_PLAINTEXT"), "--command-config", str(admin)]
+    # Through the broker (AlterUserScramCredentials on the controller).
+    cli.run("kafka-configs", [*bootstrap, "--alter", "--add-config",
+                              "SCRAM-SHA-512=[password=carol-secret],SCRAM-SHA-256=[iterations=8192,password=carol-secret]",
+                              "--entity-type", "users", "--entity-name", "carol"])
+    described = cli.run("kafka-configs", [*bootstrap, "--describe", "--entity-type", "users",
+                                          "--entity-name", "carol"]).stdout
+    assert "SCRAM-SHA-256=iterations=8192" in described and "SCRAM-SHA-512=iterations=4096" in described
+    assert _can_login(secure_broker, "carol", "carol-secret", "SCRAM-SHA-512")
+    assert _can_login(secure_broker, "carol", "carol-secret", "SCRAM-SHA-256")
+    cli.run("kafka-configs", [*bootstrap, "--alter", "--delete-config", "SCRAM-SHA-512", "--entity-type", "users",
+                              "--entity-name", "carol"])
+    assert not _can_login(secure_broker, "carol", "carol-secret", "SCRAM-SHA-512")
+    # Straight to ZooKeeper, as kafka-configs.sh --zookeeper still does for SCRAM users in 3.9.
+    cli.run("kafka-configs", ["--zookeeper", secure_broker.zk_connect, "--alter", "--add-config",
+                              "SCRAM-SHA-256=[password=dave-secret]", "--entity-type", "users", "--entity-name", "dave"])
+    deadline = time.monotonic() + 15
+    while not _can_login(secure_broker, "dave", "dave-secret", "SCRAM-SHA-256"):
+        assert time.monotonic() < deadline, "the broker never picked up dave's credential"
+        time.sleep(0.2)
