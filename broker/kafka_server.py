@@ -33,6 +33,7 @@ from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from broker.replication.replication_quota import ReplicationQuotas
 from broker.security.authorization import AuthHelper
 from broker.security.authorizer.acl_authorizer import ACL_AUTHORIZER_CLASS, AclAuthorizer, parse_super_users
+from broker.quota.client_quota_manager import QuotaManagers
 from broker.security.client_security import PLAINTEXT, ClientSecurity
 from broker.security.credential_cache import CredentialCache
 from broker.services import BrokerServices, ConfigRepository
@@ -46,7 +47,7 @@ from coordination.controller_epoch import ControllerEpochFence
 from coordination.kafka_zk_client import KafkaZkClient
 from coordination.model import BrokerEndPoint, BrokerInfo, SecurityProtocol
 from coordination.producer_id_manager import ProducerIdManager, allocate_producer_id_block
-from coordination.zk_admin_data import DEFAULT_ENTITY
+from coordination.zk_admin_data import DEFAULT_ENTITY, desanitize_entity
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import ControlledShutdownRequest
@@ -65,6 +66,7 @@ class KafkaServer:
         self.config = config
         self.client_security = PLAINTEXT
         self.authorizer: AclAuthorizer | None = None
+        self.quotas: QuotaManagers | None = None
         self.services: BrokerServices | None = None
         self.socket_server: SocketServer | None = None
         self.registration: BrokerRegistration | None = None
@@ -121,15 +123,22 @@ class KafkaServer:
 
         handlers.load_all()
         api_versions = RegisteredApiVersionManager(config.unstable_api_versions_enable)
-        # SCRAM credentials are in memory before the first connection can try them.
+        # SCRAM credentials and client quotas are in memory before the first connection can use them.
         credentials = CredentialCache()
-        user_configs = await loop.run_in_executor(None, zk.get_all_entity_configs, "users")
-        for user, user_config in user_configs.items():
+        quotas = self.quotas = QuotaManagers(config.get("quota.window.num"), config.get("quota.window.size.seconds"))
+        users, clients, user_clients = await loop.run_in_executor(None, _quota_entity_configs, zk)
+        for user, user_config in users.items():
             credentials.update_user(user, user_config)
+            quotas.update(user, None, user_config)
+        for client_id, client_config in clients.items():
+            quotas.update(None, client_id, client_config)
+        for (user, client_id), user_client_config in user_clients.items():
+            quotas.update(user, client_id, user_client_config)
         auth = AuthHelper(await self._start_authorizer(zk))
         # The socket server makes the channel (SocketServer treats an empty given channel as absent).
         self.socket_server = SocketServer(config, api_versions=api_versions, credentials=credentials)
         request_channel = self.socket_server.request_channel
+        request_channel.response_hook = quotas.on_response
         pool = KafkaRequestHandlerPool(request_channel, KafkaApis(self), config.num_io_threads)
         metadata_cache = MetadataCache(broker_id)
         replica_manager = ReplicaManager(broker_id, log_manager, metadata_cache, pool.run_blocking,
@@ -268,9 +277,17 @@ class KafkaServer:
             if config.get("unclean.leader.election.enable", "").strip().lower() == "true" \
                     and self.services is not None:
                 self.services.controller.enable_topic_unclean_leader_election(entity_name)
-        elif entity_type == "users" and "/" not in entity_name:
-            assert self.socket_server is not None
+        elif entity_type == "users" and "/clients/" in entity_name:
+            assert self.quotas is not None
+            user, _, client_id = entity_name.partition("/clients/")
+            self.quotas.update(desanitize_entity(user), desanitize_entity(client_id), config)
+        elif entity_type == "users":
+            assert self.socket_server is not None and self.quotas is not None
             self.socket_server.credentials.update_user(entity_name, config)
+            self.quotas.update(entity_name, None, config)
+        elif entity_type == "clients":
+            assert self.quotas is not None
+            self.quotas.update(None, entity_name, config)
         elif entity_type == "brokers":
             assert self.services is not None and self.replication_quotas is not None
             dynamic_broker_config.on_broker_config_change(self.services, entity_name, config)
@@ -363,6 +380,12 @@ class KafkaServer:
 
 def _broker_entity_configs(zk: KafkaZkClient, broker_id: int) -> dict[str, dict[str, str]]:
     return {entity: zk.get_entity_config("brokers", entity) for entity in (DEFAULT_ENTITY, str(broker_id))}
+
+
+def _quota_entity_configs(zk: KafkaZkClient) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]],
+                                                       dict[tuple[str, str], dict[str, str]]]:
+    """/config/users, /config/clients and /config/users/<user>/clients (desanitized names)."""
+    return zk.get_all_entity_configs("users"), zk.get_all_entity_configs("clients"), zk.get_all_user_client_configs()
 
 
 def _all_topic_configs(zk: KafkaZkClient) -> dict[str, dict[str, str]]:

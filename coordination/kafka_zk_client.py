@@ -32,11 +32,10 @@ from coordination.model import (
 )
 from coordination.zk_admin_data import (
     CONFIG_CHANGE_PATH_PREFIX,
-    DEFAULT_ENTITY,
     config_entity_path,
     decode_entity_config,
     decode_producer_id_block,
-    desanitize,
+    desanitize_entity,
     encode_config_change,
     encode_entity_config,
     encode_feature_znode,
@@ -416,7 +415,7 @@ class KafkaZkClient:
     def get_all_entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
         """Every entity of a type -> its config, names desanitized (AdminZkClient.fetchAllEntityConfigs)."""
         parent = f"{CONFIG_PATH}/{entity_type}"
-        return {_entity_name(name): self._config_at(f"{parent}/{name}") for name in self.get_children(parent)}
+        return {desanitize_entity(name): self._config_at(f"{parent}/{name}") for name in self.get_children(parent)}
 
     def get_all_user_client_configs(self) -> dict[tuple[str, str], dict[str, str]]:
         """``/config/users/<user>/clients/<client-id>`` -> config, names desanitized."""
@@ -424,7 +423,7 @@ class KafkaZkClient:
         for user in self.get_children(f"{CONFIG_PATH}/users"):
             parent = f"{CONFIG_PATH}/users/{user}/clients"
             for client in self.get_children(parent):
-                result[(_entity_name(user), _entity_name(client))] = self._config_at(f"{parent}/{client}")
+                result[(desanitize_entity(user), desanitize_entity(client))] = self._config_at(f"{parent}/{client}")
         return result
 
     def delete_entity_config_if_unused(self, entity_type: str, entity_name: str) -> None:
@@ -488,6 +487,3 @@ class KafkaZkClient:
         elif current != data:
             self.zk.set_data(FEATURE_PATH, data, stat.version)
 
-
-def _entity_name(sanitized: str) -> str:
-    return sanitized if sanitized == DEFAULT_ENTITY else desanitize(sanitized)

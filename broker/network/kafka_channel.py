@@ -15,6 +15,7 @@ no room for the next request, or while the client is not reading its responses.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import errno
 import logging
@@ -80,6 +81,9 @@ class KafkaChannel:
         self.principal: KafkaPrincipal = ANONYMOUS
         self._handshake_wants: str | None = None
         self._close_when_flushed = False
+        self._throttled = False  # muted by a client quota: no new request is read or dispatched
+        self._throttle_until = 0.0
+        self._throttle_timer: asyncio.TimerHandle | None = None
         self.in_flight: Request | None = None
         self._partial = b""                   # the start of a frame that fits the receive buffer
         self._large: bytearray | None = None  # a frame too big for the receive buffer, being filled
@@ -125,7 +129,7 @@ class KafkaChannel:
         if self.auth_state is AuthState.HANDSHAKE:
             return self._handshake_wants == "read"
         return (self.state is ChannelState.OPEN and self._blocked is None and not self._writing
-                and self.auth_state is not AuthState.FAILED and not self._close_when_flushed
+                and not self._throttled and self.auth_state is not AuthState.FAILED and not self._close_when_flushed
                 and len(self._frames) < MAX_READ_AHEAD_FRAMES and self._frames_bytes < MAX_READ_AHEAD_BYTES)
 
     # --- TLS handshake --------------------------------------------------------------------------
@@ -259,7 +263,8 @@ class KafkaChannel:
             self.close("closed by the client")
 
     def _dispatch_next(self) -> None:
-        if self.state is ChannelState.CLOSED or self.in_flight is not None or self._blocked is not None:
+        if self.state is ChannelState.CLOSED or self.in_flight is not None or self._blocked is not None \
+                or self._throttled:
             return
         while self._frames and not self._writing and self.state is ChannelState.OPEN \
                 and self.auth_state is AuthState.AUTHENTICATE:
@@ -378,12 +383,30 @@ class KafkaChannel:
         if response.action is ResponseAction.SEND:
             self._sends.extend(response.parts)
             self._send_bytes += response.size()
+        if response.throttle_ms > 0:
+            self._throttle(response.throttle_ms)
         # Dispatch before asking for a flush: a handler that answers the next request right
         # away then does so before the flush runs, and both responses share one write.
         self._dispatch_next()
         self._update_reading()
         if self._sends and not self._writing:
             self.processor.mark_dirty(self)
+
+    def _throttle(self, throttle_ms: int) -> None:
+        """Kafka's channel muting for a quota violation: the response still goes out now."""
+        until = time.monotonic() + throttle_ms / 1000
+        if until <= self._throttle_until:
+            return
+        self._throttled, self._throttle_until = True, until
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._throttle_timer = self.processor.loop.call_later(throttle_ms / 1000, self._end_throttling)
+
+    def _end_throttling(self) -> None:
+        self._throttled, self._throttle_until, self._throttle_timer = False, 0.0, None
+        if not self.closed:
+            self._dispatch_next()
+            self._update_reading()
 
     # --- sending ------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -497,6 +520,8 @@ class KafkaChannel:
         if self._writing:
             loop.remove_writer(self.fd)
         self._reading = self._writing = False
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
         self._frames.clear()
         self._sends.clear()
         self._blocked = None
