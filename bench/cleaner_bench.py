@@ -87,7 +87,7 @@ def clean_with_kafka(log_dir: Path, work: Path) -> tuple[float, float, float]:
     """The same cleaning by a real Kafka 3.9 broker started on ``log_dir``: its own figures."""
     from coordination.kafka_zk_client import KafkaZkClient
     from coordination.model import ReplicaAssignment, TopicAssignment, random_uuid_b64
-    from tests.harness.kafka_broker import KafkaBroker
+    from tests.harness.kafka_broker import KafkaJavaBroker
     from tests.harness.zookeeper import ZooKeeperServer
 
     (log_dir / "meta.properties").unlink(missing_ok=True)  # Kafka writes its own with its cluster id
@@ -100,7 +100,7 @@ def clean_with_kafka(log_dir: Path, work: Path) -> tuple[float, float, float]:
             zk.create_topic_assignment(TOPIC, TopicAssignment(random_uuid_b64(), {0: ReplicaAssignment((0,))}))
         finally:
             zk.close()
-        kafka = KafkaBroker(connect, 0, work, {"log.cleaner.backoff.ms": "100"}, log_dir=log_dir)
+        kafka = KafkaJavaBroker(connect, 0, work, {"log.cleaner.backoff.ms": "100"}, log_dir=log_dir)
         kafka.start(timeout=180)
         try:
             pattern = re.compile(r"Log cleaner thread 0 cleaned log bench-0 .*?\n\s*([\d,.]+) MB of log processed in "

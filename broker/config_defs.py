@@ -209,6 +209,8 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("max.connections.per.ip", I, INT_MAX, at_least(0)),
     ("max.connections.per.ip.overrides", S, "", None),
     ("max.connection.creation.rate", I, INT_MAX, at_least(0)),
+    ("quota.window.num", I, 11, at_least(1)),
+    ("quota.window.size.seconds", I, 1, at_least(1)),
     ("connections.max.idle.ms", L, 600000, None),
     ("connection.failed.authentication.delay.ms", I, 100, at_least(0)),
     ("connections.max.reauth.ms", L, 0, None),
@@ -239,9 +241,7 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("sasl.jaas.config", P, None, None),
     ("sasl.server.max.receive.size", I, 524288, None),
     ("sasl.kerberos.service.name", S, None, None),
-    # --- client quotas (ClientQuotaManagerConfig, ControllerMutationQuotaManager)
-    ("quota.window.num", I, 11, at_least(1)),
-    ("quota.window.size.seconds", I, 1, at_least(1)),
+    # --- client quotas (ClientQuotaManagerConfig, ControllerMutationQuotaManager; quota.window.* above)
     ("controller.quota.window.num", I, 11, at_least(1)),
     ("controller.quota.window.size.seconds", I, 1, at_least(1)),
     ("client.quota.callback.class", C, None, None),

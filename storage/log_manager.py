@@ -11,6 +11,7 @@ around truncations and retention of non-compacted logs, and aborts it before del
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -26,9 +27,10 @@ from storage.checkpoints import OffsetCheckpointFile, fsync_dir, write_atomicall
 from storage.cleaner.cleaner_config import CleanerConfig
 from storage.cleaner.log_cleaner import LogCleaner
 from storage.cleaner.log_cleaner_manager import CLEANER_CHECKPOINT
-from storage.errors import CorruptCheckpointError, StorageError
+from storage.errors import CorruptCheckpointError, KafkaStorageError, StorageError
 from storage.log import Log
 from storage.log_config import LogConfig
+from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.log_files import DELETE_DIR_SUFFIX, parse_partition_dir, partition_dir_name
 from storage.log_segment import now_ms
 from storage.meta_properties import (
@@ -37,11 +39,14 @@ from storage.meta_properties import (
     read_partition_metadata,
     write_partition_metadata,
 )
+from storage.producer_state import ProducerStateManagerConfig
 
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
+# A ZooKeeper-mode Kafka broker writes no epoch into .kafka_cleanshutdown (only KRaft brokers read it).
+ZK_MODE_BROKER_EPOCH = -1
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -61,8 +66,8 @@ class LogManager:
         flush_recovery_offset_checkpoint_interval_ms: int = 60000,
         flush_start_offset_checkpoint_interval_ms: int = 60000,
         high_watermark_checkpoint_interval_ms: int = 5000,
-        producer_id_expiration_ms: int = 86400000,
-        broker_epoch: int = -1,
+        producer_state_config: ProducerStateManagerConfig | None = None,
+        producer_id_expiration_check_interval_ms: int = 600000,
         cleaner_config: CleanerConfig | None = None,
     ) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -74,9 +79,10 @@ class LogManager:
             "recovery_point_checkpoint": flush_recovery_offset_checkpoint_interval_ms,
             "log_start_checkpoint": flush_start_offset_checkpoint_interval_ms,
             "high_watermark_checkpoint": high_watermark_checkpoint_interval_ms,
+            "producer_expiration": producer_id_expiration_check_interval_ms,
         }
-        self.producer_id_expiration_ms = producer_id_expiration_ms
-        self.broker_epoch = broker_epoch
+        self.producer_state_config = producer_state_config or ProducerStateManagerConfig()
+        self.failure_channel = LogDirFailureChannel()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._lock = threading.RLock()
@@ -106,7 +112,10 @@ class LogManager:
             raise
 
     def _release_locks(self) -> None:
-        for fd in self._lock_fds:
+        """Unlock and delete each dir's ``.lock``, as Kafka's FileLock.destroy does."""
+        for log_dir, fd in zip(self.log_dirs, self._lock_fds):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(log_dir, LOCK_FILE))
             os.close(fd)
         self._lock_fds.clear()
 
@@ -148,7 +157,7 @@ class LogManager:
                 path, self.config_for(tp[0]), topic_partition=name,
                 log_start_offset=log_starts.get(tp, 0), recovery_point=recovery_points.get(tp, 0),
                 high_watermark=high_watermarks.get(tp, 0), had_clean_shutdown=clean,
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                producer_state_config=self.producer_state_config, failure_channel=self.failure_channel,
             )
             with self._lock:
                 if tp in self._logs:
@@ -164,19 +173,41 @@ class LogManager:
         with self._lock:
             for tp_log in self._logs.values():
                 tp_log.close()
-            for log_dir in self.log_dirs:
+            for log_dir in self.live_log_dirs:
                 self.checkpoint_log_dir(log_dir)
                 dir_clean = all(
                     l.recovery_point >= l.log_end_offset for tp, l in self._logs.items() if self._log_dir_of[tp] == log_dir
                 )
                 if dir_clean:
-                    body = json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}, separators=(",", ":"))
+                    body = json.dumps({"version": 0, "brokerEpoch": ZK_MODE_BROKER_EPOCH}, separators=(",", ":"))
                     write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), body.encode())
                 else:
                     log.warning("not marking %s as cleanly shut down: a log found corrupt data", log_dir)
             self._logs.clear()
             self._log_dir_of.clear()
             self._release_locks()
+
+    # --- log dir failures -----------------------------------------------------------------
+    @property
+    def live_log_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """Stop serving the logs of a failed dir (Kafka's LogManager.handleLogDirFailure): they are
+        dropped, their files left as they are for recovery; returns their partitions."""
+        with self._lock:
+            dropped = [tp for tp, d in self._log_dir_of.items() if d == log_dir]
+            for tp in dropped:
+                if self.cleaner is not None:
+                    self.cleaner.abort_cleaning(tp)
+                self._log_dir_of.pop(tp)
+                tp_log = self._logs.pop(tp)
+                try:
+                    tp_log.close()
+                except (OSError, StorageError) as exc:
+                    log.warning("closing %s in failed dir %s: %s", tp_log.topic_partition, log_dir, exc)
+        log.warning("Logs for partitions %s are offline in failed dir %s", sorted(dropped), log_dir)
+        return dropped
 
     # --- logs -----------------------------------------------------------------------------
     def _add_log(self, tp: TopicPartition, tp_log: Log, log_dir: str) -> None:
@@ -232,10 +263,13 @@ class LogManager:
                 if topic_id is not None:
                     self._check_topic_id(existing.dir, topic_id)
                 return existing
-            counts = {d: 0 for d in self.log_dirs}
+            live = self.live_log_dirs
+            if not live:
+                raise KafkaStorageError(f"no log dir is online to create {topic}-{partition} in")
+            counts = {d: 0 for d in live}
             for d in self._log_dir_of.values():
                 counts[d] += 1
-            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            log_dir = min(live, key=lambda d: counts[d])
             path = os.path.join(log_dir, partition_dir_name(topic, partition))
             os.makedirs(path, exist_ok=True)
             fsync_dir(log_dir)
@@ -243,7 +277,8 @@ class LogManager:
                 write_partition_metadata(path, topic_id)
             created = Log(
                 path, self.config_for(topic), topic_partition=os.path.basename(path),
-                had_clean_shutdown=True, producer_id_expiration_ms=self.producer_id_expiration_ms,
+                had_clean_shutdown=True, producer_state_config=self.producer_state_config,
+                failure_channel=self.failure_channel,
             )
             self._add_log(tp, created, log_dir)
             return created
@@ -317,22 +352,27 @@ class LogManager:
             return {tp: l for tp, l in self._logs.items() if self._log_dir_of[tp] == log_dir}
 
     def _checkpoint(self, log_dir: str, name: str, value: Callable[[Log], int | None]) -> None:
+        """Write one checkpoint file of a dir; an I/O error takes the dir offline."""
         offsets = {tp: v for tp, l in self._logs_in(log_dir).items() if (v := value(l)) is not None}
-        OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
+        try:
+            OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
+        except OSError as exc:
+            self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while writing {name} in dir {log_dir}", exc)
+            raise KafkaStorageError(f"cannot write {name} in {log_dir}: {exc}") from exc
 
     def checkpoint_recovery_points(self) -> None:
         """Write recovery points, then drop producer snapshots that recovery can no longer need."""
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             self._checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT, _recovery_point)
             for tp_log in self._logs_in(log_dir).values():
                 tp_log.delete_snapshots_after_recovery_point_checkpoint()
 
     def checkpoint_log_start_offsets(self) -> None:
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             self._checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT, _log_start_offset)
 
     def checkpoint_high_watermarks(self) -> None:
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             self._checkpoint(log_dir, REPLICATION_CHECKPOINT, _high_watermark)
 
     def checkpoint_log_dir(self, log_dir: str) -> None:
@@ -349,6 +389,7 @@ class LogManager:
             ("recovery_point_checkpoint", self.checkpoint_recovery_points),
             ("log_start_checkpoint", self.checkpoint_log_start_offsets),
             ("high_watermark_checkpoint", self.checkpoint_high_watermarks),
+            ("producer_expiration", self.remove_expired_producers),
         ]
 
     def start_scheduler(self, tick_ms: int = 1000) -> None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from protocol.exceptions import CorruptRecordError
 from storage.abstract_index import INT32_MAX
+from storage.clock import now_ms
 from storage.errors import CorruptIndexError, CorruptRecordStorageError, IndexOffsetOverflowError
 from protocol.records.log_entry import LogEntryHeader, decode_entry_records
 from storage.file_records import FileRecords
@@ -27,10 +27,6 @@ from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from storage.transaction_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class LogSegment:

@@ -11,7 +11,6 @@ from protocol.errors import Errors
 from protocol.messages import DescribeClusterResponse
 
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)

@@ -15,7 +15,6 @@ from protocol.errors import Errors
 from protocol.messages import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
 CLASSIC_GROUP_TYPE = "classic"
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 D = DescribeGroupsResponse
 
 
@@ -49,10 +48,8 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
                 member_metadata=m.metadata, member_assignment=m.assignment,
                 **({"group_instance_id": m.group_instance_id} if version >= 4 else {}))
                 for m in summary.members])
-        if version >= 3:
-            described.authorized_operations = (
-                auth.authorized_operations(request, ResourceType.GROUP, group_id)
-                if body.include_authorized_operations and error is Errors.NONE else AUTHORIZED_OPERATIONS_OMITTED)
+        if version >= 3 and body.include_authorized_operations and error == Errors.NONE:
+            described.authorized_operations = auth.authorized_operations(request, ResourceType.GROUP, group_id)
         groups.append(described)
     fields: dict[str, Any] = {"throttle_time_ms": 0} if version >= 1 else {}
     return Response.send(request, D(groups=groups, **fields))

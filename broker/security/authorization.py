@@ -37,6 +37,11 @@ def _cluster(operation: AclOperation) -> RequiredPermission:
     return RequiredPermission(operation, ResourceType.CLUSTER, lambda _: CLUSTER_NAME, Errors.CLUSTER_AUTHORIZATION_FAILED)
 
 
+def _transactional_id(operation: AclOperation) -> RequiredPermission:
+    return RequiredPermission(operation, ResourceType.TRANSACTIONAL_ID, lambda request: request.body().transactional_id,
+                              Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
 def _group(operation: AclOperation) -> RequiredPermission:
     return RequiredPermission(operation, ResourceType.GROUP, lambda request: request.body().group_id,
                               Errors.GROUP_AUTHORIZATION_FAILED)
@@ -59,6 +64,7 @@ REQUEST_PERMISSIONS: dict[ApiKey, RequiredPermission] = {
     **{api: _group(AclOperation.READ) for api in (
         ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT)},
     ApiKey.OFFSET_DELETE: _group(AclOperation.DELETE),
+    ApiKey.END_TXN: _transactional_id(AclOperation.WRITE),
 }
 
 
@@ -81,6 +87,14 @@ class AuthHelper:
                                                 permission.name(request)):
             return None
         return permission.error
+
+    def transaction_and_group_denied(self, request: Request, transactional_id: str, group_id: str) -> Errors | None:
+        """WRITE on the transactional id, then READ on the group (AddOffsetsToTxn, TxnOffsetCommit)."""
+        if not self.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if not self.authorize(request, AclOperation.READ, ResourceType.GROUP, group_id):
+            return Errors.GROUP_AUTHORIZATION_FAILED
+        return None
 
     def authorize_cluster(self, request: Request, operation: AclOperation, log_if_denied: bool = True) -> bool:
         return self.authorize(request, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied)

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,18 +44,64 @@ def _request(host: str, port: int, api_key: int, version: int, body: Any, timeou
     return send_request(host, port, body, api_key, version, "test-harness", timeout)
 
 
+class BrokerConnection:
+    """One client connection kept open across requests, to check that the broker keeps it open too."""
+
+    def __init__(self, port: int, client_id: str = "test-harness", timeout: float = 15.0) -> None:
+        import socket
+
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.client_id = client_id
+        self.correlation_id = 0
+
+    def send(self, api_key: int, version: int, body: Any) -> None:
+        from protocol.framing import encode_request
+
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(body, api_key, version, self.correlation_id, self.client_id))
+
+    def read(self, api_key: int, version: int) -> Any:
+        """The answer to the request sent last (ConnectionError if the broker closed the connection)."""
+        from coordination.blocking_rpc import read_response
+
+        correlation_id, response = read_response(self.sock, api_key, version)
+        assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
+        return response
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        self.send(api_key, version, body)
+        return self.read(api_key, version)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> BrokerConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 class BrokerProcess:
+    DIR_PREFIX = "broker"  # its directory in tmp_dir is <prefix>-<broker id>
+    LOG_NAME = "broker.log"
+
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
                  overrides: Mapping[str, str] | None = None, port: int | None = None,
+                 host: str = "127.0.0.1", command_prefix: Sequence[str] = (),
                  extra_listeners: tuple[str, ...] = ()) -> None:
+        """``host`` and ``command_prefix`` place the broker elsewhere than loopback, e.g. in a network
+        namespace (``["ip", "netns", "exec", NAME]`` and that namespace's address)."""
         self.zk_connect = zk_connect
+        self.host = host
+        self.command_prefix = list(command_prefix)
         self.broker_id = broker_id
-        self.dir = Path(tmp_dir) / f"broker-{broker_id}"
+        self.dir = Path(tmp_dir) / f"{self.DIR_PREFIX}-{broker_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._port_chosen_here = port is None
         self.port = port or free_port()
         self.log_dir = self.dir / "kafka-logs"
-        self.log_path = self.dir / "broker.log"
+        self.log_path = self.dir / self.LOG_NAME
         self.config_path = self.dir / "server.properties"
         self.overrides = dict(overrides or {})
         # More listeners (named as their security protocol, e.g. "SASL_SSL") on ports of their own;
@@ -66,14 +112,14 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def bootstrap_for(self, listener: str) -> str:
-        return f"127.0.0.1:{self.listener_ports[listener]}"
+        return f"{self.host}:{self.listener_ports[listener]}"
 
     def properties(self) -> dict[str, str]:
-        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}"]
-        listeners += [f"{name}://127.0.0.1:{port}" for name, port in self.listener_ports.items()]
+        listeners = [f"PLAINTEXT://{self.host}:{self.port}"]
+        listeners += [f"{name}://{self.host}:{port}" for name, port in self.listener_ports.items()]
         props = {
             "broker.id": str(self.broker_id),
             "listeners": ",".join(listeners),
@@ -95,19 +141,13 @@ class BrokerProcess:
                 self.port = free_port()
         self._start_once(timeout)
 
-    def command(self) -> list[str]:
-        """The process to run with the written server.properties (a subclass runs real Kafka)."""
-        return [sys.executable, "-m", "broker", str(self.config_path)]
-
-    def environment(self) -> dict[str, str] | None:
-        return None
-
     def _start_once(self, timeout: float) -> None:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                self.command(), cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=die_with_parent, env=self.environment(),
+                [*self.command_prefix, *self.command()], env=self.env(),
+                cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -120,11 +160,19 @@ class BrokerProcess:
         self.kill()
         raise BrokerHarnessError(f"broker {self.broker_id} did not start within {timeout}s:\n{self.log_tail()}")
 
+    def command(self) -> list[str]:
+        """What runs the broker (a subclass runs another implementation of Kafka)."""
+        return [sys.executable, "-m", "broker", str(self.config_path)]
+
+    def env(self) -> dict[str, str] | None:
+        """The broker's environment; None inherits ours."""
+        return None
+
     def _answers_api_versions(self) -> bool:
         from protocol.messages import ApiVersionsRequest
 
         try:
-            response = _request("127.0.0.1", self.port, 18, 3, ApiVersionsRequest(
+            response = _request(self.host, self.port, 18, 3, ApiVersionsRequest(
                 client_software_name="harness", client_software_version="1"), timeout=1.0)
         except OSError:
             return False
@@ -152,10 +200,13 @@ class BrokerProcess:
         body = MetadataRequest(
             topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
             allow_auto_topic_creation=False)
-        return _request("127.0.0.1", self.port, 3, 12, body)
+        return _request(self.host, self.port, 3, 12, body)
 
     def request(self, api_key: int, version: int, body: Any, timeout: float = 5.0) -> Any:
-        return _request("127.0.0.1", self.port, api_key, version, body, timeout)
+        return _request(self.host, self.port, api_key, version, body, timeout)
+
+    def connect(self, client_id: str = "test-harness") -> BrokerConnection:
+        return BrokerConnection(self.port, client_id)
 
     def pause(self) -> None:
         """SIGSTOP: the process freezes (no fetches, no ZooKeeper heartbeats) until ``resume()``."""

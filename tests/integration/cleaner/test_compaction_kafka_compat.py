@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.broker import REPO_ROOT, BrokerProcess
-from tests.harness.kafka_broker import KafkaBroker, kafka_broker_or_skip
+from tests.harness.kafka_broker import KafkaJavaBroker, kafka_broker_or_skip
 from tests.harness.kafka_cli import kafka_cli
 from tests.harness.waiting import wait_for
 from tests.integration.cleaner.compaction_support import (
@@ -61,7 +61,7 @@ def test_logs_cleaned_by_us_and_by_kafka_are_served_by_the_other(zk_connect: str
     topic = unique("compat")
     ours = BrokerProcess(zk_connect, 0, tmp_path, CLEANER)
     partition_dir = ours.log_dir / f"{topic}-0"
-    kafka = KafkaBroker(zk_connect, 0, tmp_path, CLEANER, log_dir=ours.log_dir)
+    kafka = KafkaJavaBroker(zk_connect, 0, tmp_path, CLEANER, log_dir=ours.log_dir)
     workload = Workload()
     try:
         # 1. written and cleaned by us

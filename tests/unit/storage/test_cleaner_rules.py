@@ -132,8 +132,10 @@ def test_transactions_aborted_data_goes_markers_go_in_two_passes_producers_keep_
     log = open_compacted(tmp_path, compacted(delete_retention_ms=1000, segment_bytes=1 << 20))
 
     def txn(pid: int, items: list[tuple[bytes, bytes]], seq: int, commit: bool) -> None:
+        # a transactional write is preceded by its (here: successful) verification with the coordinator
+        guard = log.maybe_start_transaction_verification(pid, seq, 0)
         log.append_as_leader(keyed_batch(items, producer_id=pid, producer_epoch=0, base_sequence=seq,
-                                         transactional=True), 0)
+                                         transactional=True), 0, verification_guard=guard)
         log.append_as_leader(marker(pid, 0, commit), 0, origin=AppendOrigin.COORDINATOR)
 
     txn(7, [(b"a", b"aborted"), (b"b", b"aborted")], 0, commit=False)
