@@ -132,7 +132,9 @@ class KafkaServer:
         api_versions = RegisteredApiVersionManager(config.unstable_api_versions_enable)
         # SCRAM credentials and client quotas are in memory before the first connection can use them.
         credentials = CredentialCache()
-        quotas = self.quotas = QuotaManagers(config.get("quota.window.num"), config.get("quota.window.size.seconds"))
+        quotas = self.quotas = QuotaManagers(config.get("quota.window.num"), config.get("quota.window.size.seconds"),
+                                             config.get("controller.quota.window.num"),
+                                             config.get("controller.quota.window.size.seconds"))
         users, clients, user_clients = await loop.run_in_executor(None, _quota_entity_configs, zk)
         for user, user_config in users.items():
             credentials.update_user(user, user_config)
@@ -175,7 +177,7 @@ class KafkaServer:
             config_repository=ConfigRepository(zk), epoch_fence=ControllerEpochFence(),
             api_version_manager=api_versions,
             fetch_session_cache=FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")),
-            auth=auth,
+            auth=auth, quotas=quotas,
         )
         add_partitions = AddPartitionsToTxnManager(
             broker_id, metadata_cache, config.inter_broker_listener_name,

@@ -40,6 +40,9 @@ def _zk_state(services: BrokerServices, topics: list[str]) -> tuple[set[str], se
     return zk.get_topic_deletions(), set(zk.get_broker_ids()), assignments
 
 
+STRICT_MUTATION_QUOTA_VERSION = 3  # v3+: THROTTLING_QUOTA_EXCEEDED instead of throttling afterwards
+
+
 @handles(ApiKey.CREATE_PARTITIONS, error_response)
 async def handle_create_partitions(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
@@ -61,6 +64,8 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
     deleting, brokers, current = await services.pool.run_blocking(_zk_state, services, list(candidates))
 
     increases: dict[str, tuple[int, list[list[int]] | None]] = {}
+    quota = services.quotas.controller_mutation.quota_for(
+        request, strict=request.api_version >= STRICT_MUTATION_QUOTA_VERSION)
     for name, (topic, result) in candidates.items():
         if name in deleting:
             _fail(result, Errors.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
@@ -71,6 +76,8 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
             check_partition_increase(
                 name, None if assignment is None else assignment.partitions, topic.count, assignments, brokers
             )
+            if not body.validate_only:  # controller_mutation_rate counts the partitions added
+                quota.record(topic.count - (0 if assignment is None else len(assignment.partitions)))
         except KafkaApiError as exc:
             _fail(result, exc.error, exc.message)
             continue
@@ -83,7 +90,7 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
         for name, partitions in wanted.items():
             if body.timeout_ms <= 0 or missing_leaders(services, name, partitions):
                 _fail(candidates[name][1], Errors.REQUEST_TIMED_OUT)
-        return Response.send(request, CreatePartitionsResponse(results=results))
+        return quota.apply(Response.send(request, CreatePartitionsResponse(results=results)))
 
     if not wanted or body.timeout_ms <= 0:
         return respond()

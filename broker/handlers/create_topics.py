@@ -69,6 +69,9 @@ def _new_topic(services: BrokerServices, topic: Any) -> tuple[NewTopic, int, int
     return NewTopic(topic.name, topic.num_partitions, topic.replication_factor, configs=configs), partitions, factor
 
 
+STRICT_MUTATION_QUOTA_VERSION = 6  # v6+: THROTTLING_QUOTA_EXCEEDED instead of throttling afterwards
+
+
 @handles(ApiKey.CREATE_TOPICS, error_response)
 async def handle_create_topics(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
@@ -80,6 +83,7 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> Re
         return Response.send(request, CreateTopicsResponse(topics=results))
 
     counts = Counter(t.name for t in body.topics)
+    quota = services.quotas.controller_mutation.quota_for(request, strict=version >= STRICT_MUTATION_QUOTA_VERSION)
     auth = services.auth
     creatable = ({t.name for t in body.topics} if auth.authorize_cluster(request, AclOperation.CREATE, False)
                  else auth.filter_authorized(request, AclOperation.CREATE, ResourceType.TOPIC, body.topics,
@@ -96,6 +100,8 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> Re
             continue
         try:
             new_topic, partitions, factor = _new_topic(services, topic)
+            if not body.validate_only:
+                quota.record(partitions)  # controller_mutation_rate
         except (KafkaApiError, CoordinationError) as exc:
             _set_error(result, *api_error(exc))
             continue
@@ -113,7 +119,7 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> Re
         for name, partitions in wanted.items():
             if body.timeout_ms <= 0 or missing_leaders(services, name, partitions):
                 _set_error(to_create[name][0], Errors.REQUEST_TIMED_OUT, None)
-        return Response.send(request, CreateTopicsResponse(topics=results))
+        return quota.apply(Response.send(request, CreateTopicsResponse(topics=results)))
 
     if not wanted or body.timeout_ms <= 0:
         return respond()

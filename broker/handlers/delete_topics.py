@@ -12,7 +12,7 @@ from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from coordination.errors import NotControllerError
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaApiError
 from protocol.messages import DeleteTopicsResponse
 from protocol.schema import ZERO_UUID
 
@@ -38,6 +38,9 @@ def _fail(result: Result, error: Errors, message: str | None = None) -> None:
     result.error_message = message
 
 
+STRICT_MUTATION_QUOTA_VERSION = 5  # v5+: THROTTLING_QUOTA_EXCEEDED instead of throttling afterwards
+
+
 @handles(ApiKey.DELETE_TOPICS, error_response)
 async def handle_delete_topics(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
@@ -54,6 +57,7 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> Re
         return Response.send(request, DeleteTopicsResponse(responses=results))
 
     cache = services.metadata_cache
+    quota = services.quotas.controller_mutation.quota_for(request, strict=version >= STRICT_MUTATION_QUOTA_VERSION)
     to_delete: dict[str, Result] = {}
     for result in results:
         if version >= 6 and result.name is not None and result.topic_id != ZERO_UUID:
@@ -79,6 +83,11 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> Re
         if not cache.contains_topic(result.name):
             _fail(result, Errors.UNKNOWN_TOPIC_OR_PARTITION)
             continue
+        try:
+            quota.record(len(cache.topic_partitions(result.name)))  # controller_mutation_rate
+        except KafkaApiError as exc:
+            _fail(result, exc.error, exc.message)
+            continue
         to_delete[result.name] = result
 
     deleted = await _mark_for_deletion(services, to_delete)
@@ -87,7 +96,7 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> Re
         for name in deleted:
             if body.timeout_ms <= 0 or cache.contains_topic(name):
                 _fail(to_delete[name], Errors.REQUEST_TIMED_OUT)
-        return Response.send(request, DeleteTopicsResponse(responses=results))
+        return quota.apply(Response.send(request, DeleteTopicsResponse(responses=results)))
 
     if not deleted or body.timeout_ms <= 0:
         return respond()

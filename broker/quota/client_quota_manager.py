@@ -16,14 +16,17 @@ thread, for ``request_percentage``), and when a rate is over its bound it sets t
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping
 
-from broker.network.request_channel import Response
-from broker.quota.quota_configs import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from broker.network.request_channel import Request, Response
+from broker.quota.quota_configs import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, \
+    REQUEST_PERCENTAGE
 from broker.quota.sampled_rate import SampledRate
 from coordination.zk_admin_data import DEFAULT_ENTITY, sanitize
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors, KafkaApiError
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ class ClientQuotaManager:
             log.info("Changing %s quota for %s to %s", self.key, entity, value)
             self.quotas[entity] = value
 
-    def _metric_tags(self, user: str, client_id: str) -> tuple[str, str]:
+    def metric_tags(self, user: str, client_id: str) -> tuple[str, str]:
         """What the rate of (user, client id) is measured over (DefaultQuotaCallback.quotaMetricTags)."""
         levels = {(u is not None, c is not None) for u, c in self.quotas}
         if levels <= {(False, True)}:
@@ -95,7 +98,7 @@ class ClientQuotaManager:
     def record_and_get_throttle_ms(self, user: str, client_id: str, value: float, now: float) -> int:
         """Record ``value`` and return how long to throttle: the delay that brings the rate back to
         its bound, (rate - bound) / bound * window (Kafka's QuotaUtils.throttleTime)."""
-        tags = self._metric_tags(user, client_id)
+        tags = self.metric_tags(user, client_id)
         sensor = self._sensors.get(tags)
         if sensor is None:
             sensor = self._sensors[tags] = SampledRate(self.window_num, self.window_s)
@@ -120,15 +123,79 @@ class ClientQuotaManager:
                          if now - s.last_record < INACTIVE_SENSOR_EXPIRY_S}
 
 
+class TokenBucket:
+    """Kafka's TokenBucket: ``rate`` tokens a second up to a burst of ``window_num * window_s`` seconds' worth."""
+
+    def __init__(self) -> None:
+        self.tokens = math.inf  # full on first use
+        self.last_update = 0.0
+
+    def refill(self, rate: float, burst: float, now: float) -> float:
+        self.tokens = min(burst, self.tokens + rate * (now - self.last_update))
+        self.last_update = now
+        return self.tokens
+
+
+class ControllerMutationQuotaManager(ClientQuotaManager):
+    """controller_mutation_rate: partitions created or deleted per second, as a token bucket on the
+    controller (Kafka's ControllerMutationQuotaManager)."""
+
+    def __init__(self, window_num: int, window_s: float) -> None:
+        super().__init__(CONTROLLER_MUTATION_RATE, window_num, window_s)
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    def quota_for(self, request: Request, strict: bool) -> ControllerMutationQuota:
+        return ControllerMutationQuota(self, sanitize(request.principal.name), request.header.client_id or "", strict)
+
+
+class ControllerMutationQuota:
+    """One request's mutations (Kafka's Strict/PermissiveControllerMutationQuota): strict requests
+    (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) refuse a mutation once the bucket is
+    empty, with THROTTLING_QUOTA_EXCEEDED; older ones are only throttled afterwards."""
+
+    def __init__(self, manager: ControllerMutationQuotaManager, user: str, client_id: str, strict: bool) -> None:
+        self.manager = manager
+        self.user, self.client_id = user, client_id
+        self.strict = strict
+        self.throttle_ms = 0
+
+    def record(self, permits: float) -> None:
+        """Count ``permits`` partitions; KafkaApiError(THROTTLING_QUOTA_EXCEEDED) when strict and exhausted."""
+        manager = self.manager
+        if not manager.enabled:
+            return
+        tags = manager.metric_tags(self.user, self.client_id)
+        rate = manager.quota_limit(tags)
+        if rate is None or rate <= 0:
+            return
+        bucket = manager._buckets.setdefault(tags, TokenBucket())
+        now = time.monotonic()
+        tokens = bucket.refill(rate, rate * manager.window_num * manager.window_s, now)
+        if self.strict and tokens < 0:
+            self.throttle_ms = max(self.throttle_ms, round(-tokens / rate * 1000))
+            raise KafkaApiError(Errors.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
+        bucket.tokens -= permits
+        if bucket.tokens < 0:
+            self.throttle_ms = max(self.throttle_ms, round(-bucket.tokens / rate * 1000))
+
+    def apply(self, response: Response) -> Response:
+        """The response, throttled if the mutations went over the quota."""
+        if self.throttle_ms > response.throttle_ms:
+            response.throttle(self.throttle_ms)
+        return response
+
+
 class QuotaManagers:
     """The produce, fetch and request quotas of one broker, fed from quota entity configs."""
 
-    def __init__(self, window_num: int = 11, window_s: float = 1.0) -> None:
+    def __init__(self, window_num: int = 11, window_s: float = 1.0, controller_window_num: int = 11,
+                 controller_window_s: float = 1.0) -> None:
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, window_num, window_s)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, window_num, window_s)
         # A request-time throttle is at most one window (ClientRequestQuotaManager.maxThrottleTimeMs).
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, window_num, window_s, window_s * 1000)
-        self._managers = (self.produce, self.fetch, self.request)
+        self.controller_mutation = ControllerMutationQuotaManager(controller_window_num, controller_window_s)
+        self._managers = (self.produce, self.fetch, self.request, self.controller_mutation)
 
     def update(self, user: str | None, client_id: str | None, config: Mapping[str, str]) -> None:
         """The quota config of an entity: ``user`` and ``client_id`` are names (``<default>`` for the
@@ -163,7 +230,7 @@ class QuotaManagers:
             busy_ns = request.handler_time_ns or (time.monotonic_ns() - request.receive_time_ns)
             percentage = busy_ns * 100.0 / 1e9
             throttle = max(throttle, request_quota.record_and_get_throttle_ms(user, client_id, percentage, now))
-        if throttle > 0:
+        if throttle > response.throttle_ms:
             response.throttle(throttle)
 
 

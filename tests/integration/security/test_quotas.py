@@ -128,3 +128,26 @@ def test_a_consumer_over_its_byte_rate_is_slowed_to_it(quota_broker) -> None:
     fast_rate = 2500 * len(VALUE) / consume("fast-reader")
     assert 0.4 * BOUND < slow_rate < 1.6 * BOUND, slow_rate
     assert fast_rate > 2 * slow_rate, (fast_rate, slow_rate)
+
+
+def test_controller_mutation_rate(quota_broker) -> None:
+    from coordination.blocking_rpc import send_request
+    from protocol.errors import Errors
+    from protocol.messages import CreateTopicsRequest
+
+    assert _alter(quota_broker, {"client-id": "mutator"}, {"controller_mutation_rate": 10.0}) == [0]
+    time.sleep(0.5)
+
+    def create(name: str, partitions: int) -> object:
+        body = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])],
+            timeout_ms=0, validate_only=False)
+        return send_request("127.0.0.1", quota_broker.port, body, ApiKey.CREATE_TOPICS, 6, "mutator", 10)
+
+    # The bucket holds 11 windows of 10 partitions/s: 150 partitions empty it and throttle the answer,
+    first = create("mutations-a", 150)
+    assert first.topics[0].error_code in (Errors.NONE, Errors.REQUEST_TIMED_OUT) and first.throttle_time_ms > 0
+    # and from v6 on the next mutation is refused outright until the bucket refills.
+    second = create("mutations-b", 1)
+    assert second.topics[0].error_code == Errors.THROTTLING_QUOTA_EXCEEDED
+    assert second.throttle_time_ms > 0

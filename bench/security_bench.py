@@ -1,0 +1,112 @@
+"""Throughput over SSL and SASL_SSL next to PLAINTEXT on the same broker, and the cost of a login.
+
+Starts its own ZooKeeper and one broker with PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512) listeners
+(certificates made in the temp dir), then:
+- produces and consumes the same number of 1 KiB values on each listener with confluent-kafka
+  (librdkafka; acks=1, assign() from offset 0): messages/s and MB/s, and each as a share of PLAINTEXT;
+- times complete logins on fresh connections (TCP, TLS where used, SASL): PLAINTEXT, SSL, SASL_PLAINTEXT
+  with PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512, SASL_SSL with SCRAM-SHA-512 (median ms of ``--logins``),
+  next to the client's own PBKDF2 (4096 iterations), which is part of every SCRAM login.
+
+    python bench/security_bench.py [--messages N] [--logins N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from broker_bench import consume, create_topic, produce  # noqa: E402
+
+from broker.security.client_security import ClientSecurity  # noqa: E402
+from broker.security.scram import SCRAM_MECHANISMS  # noqa: E402
+from broker.security.ssl_factory import SslSettings, client_context  # noqa: E402
+from tests.harness.broker import BrokerProcess  # noqa: E402
+from tests.harness.certs import TestPki  # noqa: E402
+from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+from tests.integration.security.security_setup import (  # noqa: E402
+    PASSWORDS,
+    create_scram_users,
+    librdkafka_config,
+    secure_broker_overrides,
+)
+
+LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _client_security(pki: TestPki, protocol: str, mechanism: str | None) -> ClientSecurity:
+    context = None
+    if protocol.endswith("SSL"):
+        context = client_context(SslSettings("client", "PEM", None, None, None, None, None, "PEM", str(pki.ca_file),
+                                             None, None, "none", ["TLSv1.2", "TLSv1.3"], [], "https"))
+    user = "bob" if mechanism == "PLAIN" else "alice"
+    return ClientSecurity(protocol, context, mechanism, user if mechanism else "", PASSWORDS[user] if mechanism else "")
+
+
+def login_ms(broker: BrokerProcess, pki: TestPki, protocol: str, mechanism: str | None, count: int) -> float:
+    """Median ms from connect to a connection ready for requests (TLS handshake and SASL included)."""
+    security = _client_security(pki, protocol, mechanism)
+    port = broker.port if protocol == "PLAINTEXT" else broker.listener_ports[protocol]
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        sock = security.connect_blocking("127.0.0.1", port, 10, "bench")
+        samples.append((time.perf_counter() - start) * 1000)
+        sock.close()
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=200_000, help="1 KiB messages per throughput run")
+    parser.add_argument("--logins", type=int, default=200, help="logins timed per kind")
+    args = parser.parse_args()
+    print("command: python bench/security_bench.py " + " ".join(sys.argv[1:]))
+    with tempfile.TemporaryDirectory() as tmp:
+        zk = ZooKeeperServer(Path(tmp) / "zk")
+        zk.start()
+        pki = TestPki(Path(tmp) / "pki")
+        create_scram_users(zk.connect_string)
+        broker = BrokerProcess(zk.connect_string, 0, tmp,
+                               secure_broker_overrides(pki, pki.issue("broker", "CN=localhost").pem_bundle),
+                               extra_listeners=LISTENERS)
+        try:
+            broker.start()
+            print(f"{'test (1 KiB values)':<30}{'messages/s':>12}{'MB/s':>9}{'of PLAINTEXT':>14}")
+            baseline: dict[str, float] = {}
+            for listener, mechanism in (("PLAINTEXT", None), ("SSL", None), ("SASL_SSL", "SCRAM-SHA-512")):
+                topic = f"bench-{listener.lower()}"
+                create_topic(broker.bootstrap, topic, 1)
+                config = {} if listener == "PLAINTEXT" else librdkafka_config(listener, mechanism, "alice", pki)
+                bootstrap = broker.bootstrap if listener == "PLAINTEXT" else broker.bootstrap_for(listener)
+                mb = args.messages * 1024 / 1e6
+                for kind, seconds in (("produce", produce(bootstrap, topic, args.messages, 1024, config, warm=True)),
+                                      ("consume", consume(bootstrap, topic, 1, args.messages, config))):
+                    rate = args.messages / seconds
+                    baseline.setdefault(kind, rate)
+                    print(f"{f'{kind} {listener}':<30}{rate:>12,.0f}{mb / seconds:>9.1f}"
+                          f"{rate / baseline[kind]:>13.0%}")
+            print(f"\n{'login on a new connection':<40}{'median ms':>10}")
+            for protocol, mechanism in (("PLAINTEXT", None), ("SSL", None), ("SASL_PLAINTEXT", "PLAIN"),
+                                        ("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
+                                        ("SASL_SSL", "SCRAM-SHA-512")):
+                label = protocol + (f" {mechanism}" if mechanism else "")
+                print(f"{label:<40}{login_ms(broker, pki, protocol, mechanism, args.logins):>10.2f}")
+            for name, mechanism in SCRAM_MECHANISMS.items():
+                start = time.perf_counter()
+                for _ in range(50):
+                    mechanism.salted_password("alice-secret", b"salt" * 8, 4096)
+                print(f"{f'  of which client PBKDF2 {name}':<40}{(time.perf_counter() - start) / 50 * 1000:>10.2f}")
+        finally:
+            broker.stop()
+            zk.close()
+
+
+if __name__ == "__main__":
+    main()
