@@ -62,12 +62,24 @@ class SslTransportLayer(PlaintextTransportLayer):
         return None
 
     def recv_into(self, buffer: Any, nbytes: int = 0) -> int:
-        try:
-            return self.ssl_sock.recv_into(buffer, nbytes)
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            raise BlockingIOError from None
-        except ssl.SSLZeroReturnError:
-            return 0
+        """Fill ``buffer`` with as many TLS records as have arrived: one SSL_read returns one record
+        (16 KiB at most), and a read per record would cost an event-loop turn per 16 KiB."""
+        view = memoryview(buffer)
+        limit = nbytes or len(view)
+        total = 0
+        while total < limit:
+            try:
+                n = self.ssl_sock.recv_into(view[total:limit])
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                if total:
+                    break
+                raise BlockingIOError from None
+            except ssl.SSLZeroReturnError:
+                break
+            if n == 0:
+                break
+            total += n
+        return total
 
     def pending(self) -> int:
         return self.ssl_sock.pending()
