@@ -14,7 +14,8 @@ pytestmark = pytest.mark.integration
 
 BROKER_SETTINGS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                    # admin for the tools; ANONYMOUS is the harness on its own PLAINTEXT listener
-                   "super.users": "User:admin;User:ANONYMOUS"}
+                   "super.users": "User:admin;User:ANONYMOUS",
+                   "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=Clients$/$1/L,DEFAULT"}
 
 
 def _client(secure_broker, user: str) -> dict[str, str]:
@@ -132,3 +133,25 @@ def test_kafka_acls_sh_through_the_admin_api_and_through_zookeeper(secure_broker
     assert "carols-group" not in listed
     assert secure_broker.broker.request(3, 12, MetadataRequest(topics=None)).brokers
 
+
+
+def test_tls_client_certificates_are_principals(secure_broker) -> None:
+    """SSL with a client certificate: the principal is its subject through ssl.principal.mapping.rules."""
+    secure_broker.broker.create_topic("by-certificate")
+    certificate = secure_broker.pki.issue("erin", "CN=Erin,OU=Clients")
+    tls = {"security.protocol": "SSL", "ssl.ca.location": str(secure_broker.pki.ca_file),
+           "ssl.certificate.location": str(certificate.cert), "ssl.key.location": str(certificate.key),
+           "bootstrap.servers": secure_broker.bootstrap("SSL")}
+
+    def produce_error() -> str | None:
+        from confluent_kafka import Producer
+
+        errors: list[str] = []
+        producer = Producer({**tls, "message.timeout.ms": 5000})
+        producer.produce("by-certificate", b"x", on_delivery=lambda err, _m: err and errors.append(err.name()))
+        producer.flush(15)
+        return errors[0] if errors else None
+
+    assert produce_error() == "TOPIC_AUTHORIZATION_FAILED"
+    _create_acls(secure_broker, _acl("TOPIC", "by-certificate", "User:erin", "WRITE"))  # the rule lower-cases CN
+    assert produce_error() is None
