@@ -4,7 +4,8 @@ Starts its own ZooKeeper and one broker with PLAINTEXT, SSL and SASL_SSL (SCRAM-
 (certificates made in the temp dir), then:
 - produces and consumes the same number of 1 KiB values on each listener with confluent-kafka
   (librdkafka; acks=1, assign() from offset 0), in interleaved rounds: the best messages/s and MB/s
-  of each, and each as a share of PLAINTEXT;
+  of each, each as a share of PLAINTEXT, and the broker process's CPU seconds per GB (median), which
+  other load on the machine does not skew as it skews throughput;
 - times complete logins on fresh connections (TCP, TLS where used, SASL): PLAINTEXT, SSL, SASL_PLAINTEXT
   with PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512, SASL_SSL with SCRAM-SHA-512 (median ms of ``--logins``),
   next to the client's own PBKDF2 (4096 iterations), which is part of every SCRAM login.
@@ -15,6 +16,7 @@ Starts its own ZooKeeper and one broker with PLAINTEXT, SSL and SASL_SSL (SCRAM-
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -63,6 +65,13 @@ def login_ms(broker: BrokerProcess, pki: TestPki, protocol: str, mechanism: str 
     return statistics.median(samples)
 
 
+def broker_cpu_seconds(broker: BrokerProcess) -> float:
+    """User + system CPU the broker process has used: the cost of a run whatever else loads the machine."""
+    assert broker.process is not None
+    fields = Path(f"/proc/{broker.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=200_000, help="1 KiB messages per throughput run")
@@ -81,24 +90,29 @@ def main() -> None:
         try:
             broker.start()
             print(f"{'test (1 KiB values, best of ' + str(args.rounds) + ')':<30}{'messages/s':>12}{'MB/s':>9}"
-                  f"{'of PLAINTEXT':>14}")
+                  f"{'of PLAINTEXT':>14}{'broker CPU s/GB':>17}")
             runs = (("PLAINTEXT", None), ("SSL", None), ("SASL_SSL", "SCRAM-SHA-512"))
             best: dict[tuple[str, str], float] = {}
+            cpu_per_gb: dict[tuple[str, str], list[float]] = {}
             for round_ in range(args.rounds):  # interleaved, so that load from elsewhere hits all alike
                 for listener, mechanism in runs:
                     topic = f"bench-{listener.lower()}-{round_}"
                     create_topic(broker.bootstrap, topic, 1)
                     config = {} if listener == "PLAINTEXT" else librdkafka_config(listener, mechanism, "alice", pki)
                     bootstrap = broker.bootstrap if listener == "PLAINTEXT" else broker.bootstrap_for(listener)
-                    for kind, seconds in (
-                            ("produce", produce(bootstrap, topic, args.messages, 1024, config, warm=True)),
-                            ("consume", consume(bootstrap, topic, 1, args.messages, config))):
+                    for kind in ("produce", "consume"):
+                        cpu = broker_cpu_seconds(broker)
+                        seconds = (produce(bootstrap, topic, args.messages, 1024, config, warm=True) if kind == "produce"
+                                   else consume(bootstrap, topic, 1, args.messages, config))
+                        cpu = broker_cpu_seconds(broker) - cpu
                         best[(kind, listener)] = max(best.get((kind, listener), 0.0), args.messages / seconds)
+                        cpu_per_gb.setdefault((kind, listener), []).append(cpu / (args.messages * 1024 / 1e9))
             for kind in ("produce", "consume"):
                 for listener, _ in runs:
                     rate = best[(kind, listener)]
                     print(f"{f'{kind} {listener}':<30}{rate:>12,.0f}{rate * 1024 / 1e6:>9.1f}"
-                          f"{rate / best[(kind, 'PLAINTEXT')]:>13.0%}")
+                          f"{rate / best[(kind, 'PLAINTEXT')]:>13.0%}"
+                          f"{statistics.median(cpu_per_gb[(kind, listener)]):>17.2f}")
             print(f"\n{'login on a new connection':<40}{'median ms':>10}")
             for protocol, mechanism in (("PLAINTEXT", None), ("SSL", None), ("SASL_PLAINTEXT", "PLAIN"),
                                         ("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
