@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.api_keys import request_class
 from protocol.framing import encode_response_parts
 from protocol.headers import RequestHeader
@@ -24,7 +25,6 @@ from protocol.messages import Message
 if TYPE_CHECKING:
     from broker.network.processor import Processor
 
-ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
 
 
 class Request:
@@ -42,7 +42,7 @@ class Request:
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self.client_address = client_address
-        self.principal = ANONYMOUS_PRINCIPAL
+        self.principal: KafkaPrincipal = ANONYMOUS  # the connection's, once authenticated
         self.receive_time_ns = time.monotonic_ns()
         self.dequeue_time_ns: int | None = None  # set when a handler picks it up
         self.handler_time_ns = 0                  # how long its handler ran (for request_percentage quotas)
