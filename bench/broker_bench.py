@@ -79,9 +79,11 @@ def produce(bootstrap: str, topic: str, count: int, size: int,
     return elapsed
 
 
-def consume(bootstrap: str, topic: str, partitions: int, count: int) -> float:
+def consume(bootstrap: str, topic: str, partitions: int, count: int,
+            config: Mapping[str, object] | None = None) -> float:
+    """Seconds to consume ``count`` messages from offset 0; ``config`` adds consumer settings (security)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800})
+                         "fetch.max.bytes": 52_428_800, **(config or {})})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     start = time.perf_counter()

@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.security.client_security import PLAINTEXT, ClientSecurity
 from broker.coordinator.internal_topic import InternalTopicPartitions
 from broker.network.network_client import NETWORK_ERRORS, NetworkClient
 from protocol.api_keys import ApiKey
@@ -70,8 +71,9 @@ def partition_error(code: int, operation: TransactionSupportedOperation) -> Erro
 
 class AddPartitionsToTxnManager:
     def __init__(self, broker_id: int, metadata_cache: MetadataCache, listener_name: str,
-                 transaction_state_partitions: int, timeout_s: float) -> None:
+                 transaction_state_partitions: int, timeout_s: float, security: ClientSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
+        self.security = security  # TLS and SASL of the inter-broker listener
         self.metadata_cache = metadata_cache
         self.listener_name = listener_name
         self.timeout_s = timeout_s
@@ -137,7 +139,7 @@ class AddPartitionsToTxnManager:
         client = self._clients.get(node)
         if client is None:
             client = self._clients[node] = NetworkClient(f"broker-{self.broker_id}-add-partitions-to-txn",
-                                                         self.timeout_s)
+                                                         self.timeout_s, self.security)
         try:
             response = await client.send(endpoint, self._request(batch), ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION)
         except asyncio.CancelledError:  # shutting down: nobody waits forever

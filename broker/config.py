@@ -18,6 +18,8 @@ from typing import Any, Generic, TypeVar, overload
 
 from broker.config_defs import (
     CONFIG_KEYS,
+    LISTENER_OVERRIDABLE_PREFIXES,
+    LISTENER_PREFIX,
     SECURITY_PROTOCOLS,
     SYNONYM_TO_MS,
     TOPIC_CONFIG_SYNONYMS,
@@ -295,8 +297,10 @@ class KafkaConfig:
     def __init__(self, props: Mapping[str, Any]) -> None:
         self.originals: dict[str, Any] = dict(props)
         for key in sorted(set(props) - CONFIG_KEYS.keys()):
-            log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+            if _listener_override(key) is None:
+                log.warning("The configuration '%s' was supplied but isn't a known config.", key)
         self._values = self._parse_all(props)
+        self._listener_values = _parse_listener_overrides(props)
         self._validate(self._values, self.originals)
 
     # --- construction ---------------------------------------------------------------------
@@ -350,6 +354,7 @@ class KafkaConfig:
         self._validate(values, originals)
         changed = {k for k in CONFIG_KEYS if values[k] != self._values[k]}
         self.originals, self._values = originals, values
+        self._listener_values = _parse_listener_overrides(originals)
         self.__dict__.pop("advertised_listeners", None)
         return changed
 
@@ -375,6 +380,25 @@ class KafkaConfig:
     def inter_broker_listener_name(self) -> str:
         name = self._values["inter.broker.listener.name"]
         return name.upper() if name else self._values["security.inter.broker.protocol"]
+
+    @property
+    def inter_broker_endpoint(self) -> EndPoint:
+        """The advertised endpoint of the inter-broker listener (its security protocol says how to connect)."""
+        name = self.inter_broker_listener_name
+        return next(ep for ep in self.advertised_listeners if ep.listener_name == name)
+
+    def listener_value(self, listener_name: str, key: str, mechanism: str | None = None) -> Any:
+        """A key's value on one listener: ``listener.name.<listener>.<mechanism>.<key>``, then
+        ``listener.name.<listener>.<key>``, then the broker-wide key (Kafka's listener-prefixed configs)."""
+        overrides = self._listener_values.get(listener_name.lower(), {})
+        if mechanism is not None and f"{mechanism.lower()}.{key}" in overrides:
+            return overrides[f"{mechanism.lower()}.{key}"]
+        if key in overrides:
+            return overrides[key]
+        return self._values[key]
+
+    def listener_is_set(self, listener_name: str, key: str) -> bool:
+        return key in self._listener_values.get(listener_name.lower(), {}) or key in self.originals
 
     @property
     def log_dirs(self) -> list[str]:
@@ -491,6 +515,47 @@ class KafkaConfig:
             raise ConfigError("inter.broker.listener.name",
                               f"must be a listener name defined in advertised.listeners; "
                               f"the valid options are {', '.join(ep.listener_name for ep in advertised)}")
+        inter_protocol = protocol_map[inter]
+        if inter_protocol.startswith("SASL_"):
+            overrides = _parse_listener_overrides(originals).get(inter.lower(), {})
+            enabled = overrides.get("sasl.enabled.mechanisms", v["sasl.enabled.mechanisms"])
+            if v["sasl.mechanism.inter.broker.protocol"] not in enabled:
+                raise ConfigError("sasl.mechanism.inter.broker.protocol",
+                                  "must be included in sasl.enabled.mechanisms when SASL is used for "
+                                  "inter-broker communication")
+
+
+def _listener_override(key: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<key>`` -> (listener lower-case, key), None for any other key.
+
+    The key may carry a SASL mechanism first (``scram-sha-256.sasl.jaas.config``)."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+    base = rest
+    if rest and not rest.startswith(LISTENER_OVERRIDABLE_PREFIXES):
+        base = rest.partition(".")[2]  # <mechanism>.<key>
+    if not listener or not base.startswith(LISTENER_OVERRIDABLE_PREFIXES) or base not in CONFIG_KEYS:
+        return None
+    return listener.lower(), rest
+
+
+def _parse_listener_overrides(props: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """listener (lower-case) -> {key or "<mechanism>.<key>": typed value}, parsed as the base key is."""
+    result: dict[str, dict[str, Any]] = {}
+    for raw_key, raw in props.items():
+        parsed = _listener_override(raw_key)
+        if parsed is None:
+            continue
+        listener, key = parsed
+        base = key if key in CONFIG_KEYS else key.partition(".")[2]
+        mechanism, _, _ = key.rpartition("." + base) if key != base else ("", "", "")
+        try:
+            value = CONFIG_KEYS[base].parse(raw)
+        except ConfigError as exc:
+            raise ConfigError(raw_key, str(exc).split(": ", 1)[-1]) from None
+        result.setdefault(listener, {})[f"{mechanism.lower()}.{base}" if mechanism else base] = value
+    return result
 
 
 def _log_dirs(values: Mapping[str, Any]) -> list[str]:

@@ -139,14 +139,21 @@ class ConfigKey:
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1", "TLS")
+DEFAULT_PRINCIPAL_BUILDER = "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"
+# Keys a listener can override as listener.name.<listener lower-case>.<key> (Kafka's reconfigurable
+# listener configs: SSL, SASL and connections.max.reauth.ms); SASL ones also per mechanism.
+LISTENER_PREFIX = "listener.name."
+LISTENER_OVERRIDABLE_PREFIXES = ("ssl.", "sasl.", "connections.max.reauth.ms")
 # Kafka builds this from a HashMap of SecurityProtocol values; this is the order 3.9 prints.
 DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
 
-B, S, I, SH, L, D, LI, C = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.SHORT,
-                            ConfigType.LONG, ConfigType.DOUBLE, ConfigType.LIST, ConfigType.CLASS)
+B, S, I, SH, L, D, LI, C, P = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.SHORT,
+                               ConfigType.LONG, ConfigType.DOUBLE, ConfigType.LIST, ConfigType.CLASS,
+                               ConfigType.PASSWORD)
 
 _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     # --- broker identity and ZooKeeper
@@ -181,6 +188,9 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("fetch.max.bytes", I, 57671680, at_least(1024)),
     ("max.incremental.fetch.session.cache.slots", I, 1000, at_least(0)),
     ("authorizer.class.name", S, "", None),
+    ("super.users", S, "", None),
+    ("allow.everyone.if.no.acl.found", B, False, None),
+    ("principal.builder.class", C, DEFAULT_PRINCIPAL_BUILDER, one_of(DEFAULT_PRINCIPAL_BUILDER)),
     # --- socket server
     ("listeners", LI, ["PLAINTEXT://:9092"], None),
     ("advertised.listeners", LI, None, None),
@@ -203,6 +213,38 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("quota.window.size.seconds", I, 1, at_least(1)),
     ("connections.max.idle.ms", L, 600000, None),
     ("connection.failed.authentication.delay.ms", I, 100, at_least(0)),
+    ("connections.max.reauth.ms", L, 0, None),
+    # --- TLS (also per listener: listener.name.<listener>.ssl.*)
+    ("ssl.protocol", S, "TLSv1.3", one_of(*TLS_PROTOCOLS)),
+    ("ssl.enabled.protocols", LI, ["TLSv1.2", "TLSv1.3"], each_of(*TLS_PROTOCOLS)),
+    ("ssl.cipher.suites", LI, [], None),
+    ("ssl.client.auth", S, "none", one_of("required", "requested", "none")),
+    ("ssl.keystore.type", S, "JKS", None),
+    ("ssl.keystore.location", S, None, None),
+    ("ssl.keystore.password", P, None, None),
+    ("ssl.keystore.key", P, None, None),
+    ("ssl.keystore.certificate.chain", P, None, None),
+    ("ssl.key.password", P, None, None),
+    ("ssl.truststore.type", S, "JKS", None),
+    ("ssl.truststore.location", S, None, None),
+    ("ssl.truststore.password", P, None, None),
+    ("ssl.truststore.certificates", P, None, None),
+    ("ssl.endpoint.identification.algorithm", S, "https", None),
+    ("ssl.principal.mapping.rules", S, "DEFAULT", None),
+    ("ssl.keymanager.algorithm", S, "SunX509", None),
+    ("ssl.trustmanager.algorithm", S, "PKIX", None),
+    ("ssl.secure.random.implementation", S, None, None),
+    ("ssl.engine.factory.class", C, None, None),
+    # --- SASL (also per listener and mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config)
+    ("sasl.enabled.mechanisms", LI, ["GSSAPI"], None),
+    ("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", None),
+    ("sasl.jaas.config", P, None, None),
+    ("sasl.server.max.receive.size", I, 524288, None),
+    ("sasl.kerberos.service.name", S, None, None),
+    # --- client quotas (ClientQuotaManagerConfig, ControllerMutationQuotaManager; quota.window.* above)
+    ("controller.quota.window.num", I, 11, at_least(1)),
+    ("controller.quota.window.size.seconds", I, 1, at_least(1)),
+    ("client.quota.callback.class", C, None, None),
     # --- logs
     ("log.dir", S, "/tmp/kafka-logs", None),
     ("log.dirs", S, None, None),

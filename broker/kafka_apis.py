@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Protocol
 
-from broker.handlers import HANDLERS, failure_response
+from broker.handlers import HANDLERS, error_response, failure_response
 from broker.network.api_version_manager import ApiVersionManager
 from broker.network.request_channel import Request, Response
 from protocol.api_keys import ApiKey
@@ -50,6 +50,9 @@ class KafkaApis:
         services = self.server.services
         assert services is not None, "requests are served only after startup built the services"
         try:
+            denied = services.auth.check_request(request)
+            if denied is not None:
+                return error_response(request, denied)
             return await handler(services, request)
         except Exception as exc:
             return failure_response(request, exc)

@@ -20,6 +20,7 @@ from broker import handlers
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.admin import dynamic_broker_config
 from broker.config import KafkaConfig
+from broker.config_defs import ConfigError
 from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupConfig
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
@@ -34,6 +35,11 @@ from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.replica_fetcher import FetcherConfig
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from broker.replication.replication_quota import ReplicationQuotas
+from broker.security.authorization import AuthHelper
+from broker.security.authorizer.acl_authorizer import ACL_AUTHORIZER_CLASS, AclAuthorizer, parse_super_users
+from broker.quota.client_quota_manager import QuotaManagers
+from broker.security.client_security import PLAINTEXT, ClientSecurity
+from broker.security.credential_cache import CredentialCache
 from broker.services import BrokerServices, ConfigRepository
 from coordination.admin_zk_client import AdminZkClient
 from coordination.blocking_rpc import send_request
@@ -45,7 +51,7 @@ from coordination.controller_epoch import ControllerEpochFence
 from coordination.kafka_zk_client import KafkaZkClient
 from coordination.model import BrokerEndPoint, BrokerInfo, SecurityProtocol
 from coordination.producer_id_manager import ProducerIdManager, allocate_producer_id_block
-from coordination.zk_admin_data import DEFAULT_ENTITY
+from coordination.zk_admin_data import DEFAULT_ENTITY, desanitize_entity
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import ControlledShutdownRequest
@@ -63,6 +69,9 @@ CONTROLLED_SHUTDOWN_VERSION = 3
 class KafkaServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
+        self.client_security = PLAINTEXT
+        self.authorizer: AclAuthorizer | None = None
+        self.quotas: QuotaManagers | None = None
         self.services: BrokerServices | None = None
         self.socket_server: SocketServer | None = None
         self.registration: BrokerRegistration | None = None
@@ -78,6 +87,8 @@ class KafkaServer:
         config = self.config
         loop = asyncio.get_running_loop()
         log.info("starting")
+        # How this broker reaches the others; a bad keystore or JAAS config stops start-up here.
+        self.client_security = ClientSecurity.inter_broker(config)
         stored = {d: read_meta_properties(d) for d in config.log_dirs}
         log.info("Connecting to zookeeper on %s", config.zookeeper_connect)
         zk = await loop.run_in_executor(None, lambda: KafkaZkClient.connect(
@@ -119,9 +130,24 @@ class KafkaServer:
 
         handlers.load_all()
         api_versions = RegisteredApiVersionManager(config.unstable_api_versions_enable)
+        # SCRAM credentials and client quotas are in memory before the first connection can use them.
+        credentials = CredentialCache()
+        quotas = self.quotas = QuotaManagers(config.get("quota.window.num"), config.get("quota.window.size.seconds"),
+                                             config.get("controller.quota.window.num"),
+                                             config.get("controller.quota.window.size.seconds"))
+        users, clients, user_clients = await loop.run_in_executor(None, _quota_entity_configs, zk)
+        for user, user_config in users.items():
+            credentials.update_user(user, user_config)
+            quotas.update(user, None, user_config)
+        for client_id, client_config in clients.items():
+            quotas.update(None, client_id, client_config)
+        for (user, client_id), user_client_config in user_clients.items():
+            quotas.update(user, client_id, user_client_config)
+        auth = AuthHelper(await self._start_authorizer(zk))
         # The socket server makes the channel (SocketServer treats an empty given channel as absent).
-        self.socket_server = SocketServer(config, api_versions=api_versions)
+        self.socket_server = SocketServer(config, api_versions=api_versions, credentials=credentials)
         request_channel = self.socket_server.request_channel
+        request_channel.response_hook = quotas.on_response
         pool = KafkaRequestHandlerPool(request_channel, KafkaApis(self), config.num_io_threads)
         metadata_cache = MetadataCache(broker_id)
         replica_manager = ReplicaManager(broker_id, log_manager, metadata_cache, pool.run_blocking,
@@ -141,6 +167,7 @@ class KafkaServer:
             leader_imbalance_check_interval_seconds=config.leader_imbalance_check_interval_seconds,
             inter_broker_listener_name=config.inter_broker_listener_name,
             controller_socket_timeout_ms=config.get("controller.socket.timeout.ms"),
+            connect=self.client_security.connect_blocking,
         ))
         self.services = BrokerServices(
             config=config, broker_id=broker_id, cluster_id=cluster_id, log_manager=log_manager,
@@ -150,10 +177,12 @@ class KafkaServer:
             config_repository=ConfigRepository(zk), epoch_fence=ControllerEpochFence(),
             api_version_manager=api_versions,
             fetch_session_cache=FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")),
+            auth=auth, quotas=quotas,
         )
         add_partitions = AddPartitionsToTxnManager(
             broker_id, metadata_cache, config.inter_broker_listener_name,
-            config.transaction_state_log_num_partitions, config.get("request.timeout.ms") / 1000)
+            config.transaction_state_log_num_partitions, config.get("request.timeout.ms") / 1000,
+            self.client_security)
         replica_manager.add_partitions_to_txn_manager = add_partitions
         self.services.add_partitions_to_txn_manager = add_partitions
         group_coordinator = GroupCoordinator(broker_id, GroupConfig.from_broker_config(config), replica_manager,
@@ -163,7 +192,8 @@ class KafkaServer:
         group_coordinator.startup()
         transaction_coordinator = TransactionCoordinator(
             broker_id, TransactionConfig.from_broker_config(config), replica_manager, metadata_cache,
-            pool.run_blocking, self._producer_id_generator(self.services), config.inter_broker_listener_name)
+            pool.run_blocking, self._producer_id_generator(self.services), config.inter_broker_listener_name,
+            security=self.client_security)
         replica_manager.leadership_listeners.append(transaction_coordinator.on_leadership_change)
         self.services.transaction_coordinator = transaction_coordinator
         transaction_coordinator.startup()
@@ -179,6 +209,23 @@ class KafkaServer:
         await loop.run_in_executor(None, self.config_listener.start)
         log_manager.start_scheduler()
         log.info("[KafkaServer id=%d] started", broker_id)
+
+    async def _start_authorizer(self, zk: KafkaZkClient) -> AclAuthorizer | None:
+        """authorizer.class.name: the ZooKeeper-mode AclAuthorizer, loaded before requests are served."""
+        name = self.config.get("authorizer.class.name")
+        if not name:
+            return None
+        if name != ACL_AUTHORIZER_CLASS:
+            raise ConfigError("authorizer.class.name", f"Class {name} cannot be found (a ZooKeeper-mode broker "
+                                                       f"supports {ACL_AUTHORIZER_CLASS})")
+        try:
+            super_users = parse_super_users(self.config.get("super.users"))
+        except ValueError as exc:
+            raise ConfigError("super.users", str(exc)) from None
+        authorizer = AclAuthorizer(zk, super_users, self.config.get("allow.everyone.if.no.acl.found"))
+        await asyncio.get_running_loop().run_in_executor(None, authorizer.start)
+        self.authorizer = authorizer
+        return authorizer
 
     @staticmethod
     def _producer_id_generator(services: BrokerServices) -> Callable[[], Awaitable[int]]:
@@ -209,12 +256,13 @@ class KafkaServer:
             partition_max_bytes=config.get("replica.fetch.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+            security=self.client_security,
             broker_epoch=lambda: replica_manager.broker_epoch,
         ), config.get("num.replica.fetchers"), replica_manager.run_blocking, quotas.follower)
         alter_partition = AlterPartitionManager(
             broker_id, lambda: replica_manager.broker_epoch, replica_manager.metadata_cache,
             config.inter_broker_listener_name, config.get("controller.socket.timeout.ms") / 1000,
-            replica_manager.on_isr_changed)
+            replica_manager.on_isr_changed, self.client_security)
         alter_partition.start()
         replica_manager.alter_partition_manager = alter_partition
         self._isr_expiration = asyncio.get_running_loop().create_task(
@@ -266,6 +314,17 @@ class KafkaServer:
             if config.get("unclean.leader.election.enable", "").strip().lower() == "true" \
                     and self.services is not None:
                 self.services.controller.enable_topic_unclean_leader_election(entity_name)
+        elif entity_type == "users" and "/clients/" in entity_name:
+            assert self.quotas is not None
+            user, _, client_id = entity_name.partition("/clients/")
+            self.quotas.update(desanitize_entity(user), desanitize_entity(client_id), config)
+        elif entity_type == "users":
+            assert self.socket_server is not None and self.quotas is not None
+            self.socket_server.credentials.update_user(entity_name, config)
+            self.quotas.update(entity_name, None, config)
+        elif entity_type == "clients":
+            assert self.quotas is not None
+            self.quotas.update(None, entity_name, config)
         elif entity_type == "brokers":
             assert self.services is not None and self.replication_quotas is not None
             dynamic_broker_config.on_broker_config_change(self.services, entity_name, config)
@@ -300,6 +359,8 @@ class KafkaServer:
         services.replica_manager.shutdown()
         if self.config_listener is not None:
             await loop.run_in_executor(None, self.config_listener.close)
+        if self.authorizer is not None:
+            await loop.run_in_executor(None, self.authorizer.close)
         await loop.run_in_executor(None, services.log_manager.shutdown)
         await loop.run_in_executor(None, services.controller.shutdown)
         if self.registration is not None:
@@ -309,6 +370,8 @@ class KafkaServer:
 
     def _close_partial(self, zk: KafkaZkClient) -> None:
         """Undo a failed startup (blocking part) so the process can exit cleanly."""
+        if self.authorizer is not None:
+            self.authorizer.close()
         if self.services is not None and self._controller_started:
             self.services.controller.shutdown()
         if self.log_manager is not None:
@@ -351,13 +414,19 @@ class KafkaServer:
         timeout = self.config.get("controller.socket.timeout.ms") / 1000
         response = send_request(endpoint.host or "localhost", endpoint.port, request, ApiKey.CONTROLLED_SHUTDOWN,
                                 CONTROLLED_SHUTDOWN_VERSION, f"broker-{services.broker_id}-controlled-shutdown",
-                                timeout)
+                                timeout, self.client_security.connect_blocking)
         remaining = [f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions]
         return Errors(response.error_code), remaining
 
 
 def _broker_entity_configs(zk: KafkaZkClient, broker_id: int) -> dict[str, dict[str, str]]:
     return {entity: zk.get_entity_config("brokers", entity) for entity in (DEFAULT_ENTITY, str(broker_id))}
+
+
+def _quota_entity_configs(zk: KafkaZkClient) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]],
+                                                       dict[tuple[str, str], dict[str, str]]]:
+    """/config/users, /config/clients and /config/users/<user>/clients (desanitized names)."""
+    return zk.get_all_entity_configs("users"), zk.get_all_entity_configs("clients"), zk.get_all_user_client_configs()
 
 
 def _all_topic_configs(zk: KafkaZkClient) -> dict[str, dict[str, str]]:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.fetch_session import FetchSessionCache
+from broker.quota.client_quota_manager import QuotaManagers
+from broker.security.authorization import NO_AUTHORIZATION, AuthHelper
 
 if TYPE_CHECKING:
     from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
@@ -65,3 +67,7 @@ class BrokerServices:
     dynamic_config: DynamicBrokerConfig | None = None
     # KIP-890: asks transaction coordinators whether partitions are in a transaction (set at startup).
     add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+    # Authorization of requests (allows everything unless authorizer.class.name is set).
+    auth: AuthHelper = NO_AUTHORIZATION
+    # Client quotas (byte rates, request time, controller mutations).
+    quotas: QuotaManagers = field(default_factory=QuotaManagers)

@@ -152,4 +152,6 @@ class AdminZkClient:
         if entity_type == "topics" and entity_name not in self.zk.get_all_topics():
             raise UnknownTopicError(f"Topic {entity_name} does not exist.")
         self.zk.set_or_create_entity_config(entity_type, entity_name, {k: str(v) for k, v in config.items()})
+        if not config and entity_type in ("users", "clients"):
+            self.zk.delete_entity_config_if_unused(entity_type, entity_name)  # as Kafka cleans quota nodes
         self.zk.create_config_change_notification(config_change_entity_path(entity_type, entity_name))

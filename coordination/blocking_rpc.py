@@ -8,6 +8,7 @@ NetworkClient does for these paths; this is the one place that reads a response 
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from protocol.framing import decode_response, encode_request
@@ -31,9 +32,20 @@ def read_response(sock: socket.socket, api_key: int, version: int) -> tuple[int,
     return decode_response(api_key, version, recv_exactly(sock, size))
 
 
+# (host, port, timeout, client id) -> a socket ready for Kafka requests: the broker passes one that
+# adds TLS and SASL for its inter-broker listener.
+Connector = Callable[[str, int, float, str], socket.socket]
+
+
+def plain_connect(host: str, port: int, timeout: float, client_id: str) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 def send_request(host: str, port: int, body: Any, api_key: int, version: int, client_id: str,
-                 timeout: float) -> Any:
+                 timeout: float, connect: Connector = plain_connect) -> Any:
     """One request on a fresh connection; returns the decoded response body."""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with connect(host, port, timeout, client_id) as sock:
         sock.sendall(encode_request(body, api_key, version, 1, client_id))
         return read_response(sock, api_key, version)[1]

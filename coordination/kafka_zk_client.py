@@ -35,6 +35,7 @@ from coordination.zk_admin_data import (
     config_entity_path,
     decode_entity_config,
     decode_producer_id_block,
+    desanitize_entity,
     encode_config_change,
     encode_entity_config,
     encode_feature_znode,
@@ -46,6 +47,7 @@ from coordination.zk_data import (
     BROKER_IDS_PATH,
     BROKER_SEQ_ID_PATH,
     CLUSTER_ID_PATH,
+    CONFIG_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
     DELETE_TOPICS_PATH,
@@ -412,6 +414,34 @@ class KafkaZkClient:
         data, _ = self.zk.get_data(path)
         return decode_entity_config(path, data)
 
+    def get_all_entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """Every entity of a type -> its config, names desanitized (AdminZkClient.fetchAllEntityConfigs)."""
+        parent = f"{CONFIG_PATH}/{entity_type}"
+        return {desanitize_entity(name): self._config_at(f"{parent}/{name}") for name in self.get_children(parent)}
+
+    def get_all_user_client_configs(self) -> dict[tuple[str, str], dict[str, str]]:
+        """``/config/users/<user>/clients/<client-id>`` -> config, names desanitized."""
+        result: dict[tuple[str, str], dict[str, str]] = {}
+        for user in self.get_children(f"{CONFIG_PATH}/users"):
+            parent = f"{CONFIG_PATH}/users/{user}/clients"
+            for client in self.get_children(parent):
+                result[(desanitize_entity(user), desanitize_entity(client))] = self._config_at(f"{parent}/{client}")
+        return result
+
+    def delete_entity_config_if_unused(self, entity_type: str, entity_name: str) -> None:
+        """Remove an entity's config znode that holds nothing and has no children (user/client nodes)."""
+        path = config_entity_path(entity_type, entity_name)
+        data, _ = self.zk.get_data(path)
+        if not decode_entity_config(path, data) and not self.zk.get_children(path):
+            try:
+                self.zk.delete(path)
+            except (NoNodeError, NotEmptyError):
+                pass
+
+    def _config_at(self, path: str) -> dict[str, str]:
+        data, _ = self.zk.get_data(path)
+        return decode_entity_config(path, data)
+
     def set_or_create_entity_config(self, entity_type: str, entity_name: str, config: dict[str, str]) -> None:
         path = config_entity_path(entity_type, entity_name)
         data = encode_entity_config(config)
@@ -463,3 +493,4 @@ class KafkaZkClient:
                 pass
         elif current != data:
             self.zk.set_data(FEATURE_PATH, data, stat.version)
+

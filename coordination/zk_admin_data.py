@@ -42,6 +42,11 @@ def desanitize(name: str) -> str:
     return unquote_plus(name, encoding="utf-8", errors="strict")
 
 
+def desanitize_entity(name: str) -> str:
+    """An entity name from a znode path: desanitized, except the default entity ``<default>``."""
+    return name if name == DEFAULT_ENTITY else desanitize(name)
+
+
 # --- /config/<type>/<name> -----------------------------------------------------------------------
 
 

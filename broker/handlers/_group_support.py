@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.handlers import answer, failure_response
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import Message
 
@@ -42,16 +43,22 @@ def client_host(request: Request) -> str:
     return f"/{request.client_address[0]}"
 
 
-def split_commit(services: BrokerServices, topics: Any, offset_of: Callable[[Any], OffsetAndMetadata]
+def split_commit(services: BrokerServices, request: Request, topics: Any,
+                 offset_of: Callable[[Any], OffsetAndMetadata]
                  ) -> tuple[dict[TopicPartition, Errors], dict[TopicPartition, OffsetAndMetadata]]:
-    """An (Txn)OffsetCommit's partitions: UNKNOWN_TOPIC_OR_PARTITION for those the cluster does not
-    know, the offset ``offset_of`` makes of each request partition for the rest."""
+    """An (Txn)OffsetCommit's partitions: TOPIC_AUTHORIZATION_FAILED for topics the request may not
+    READ, UNKNOWN_TOPIC_OR_PARTITION for those the cluster does not know, the offset ``offset_of``
+    makes of each request partition for the rest."""
     errors: dict[TopicPartition, Errors] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    readable = services.auth.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, topics,
+                                               lambda t: t.name)
     for topic in topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if services.metadata_cache.partition(*tp) is None:
+            if topic.name not in readable:
+                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+            elif services.metadata_cache.partition(*tp) is None:
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 offsets[tp] = offset_of(p)

@@ -27,6 +27,8 @@ from broker.admin.topic_configs import TOPIC_CONFIG_DEFS, TopicConfigError, to_c
 from broker.config_defs import CONFIG_KEYS, ConfigType
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation
+from broker.security.authorizer.acl import ResourceType as AclResourceType
 from broker.services import BrokerServices
 from coordination.admin_zk_client import validate_topic_name
 from coordination.errors import CoordinationError
@@ -108,6 +110,18 @@ async def _describe_entries(services: BrokerServices, resource: Any) -> list[Con
     raise KafkaApiError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind.name}")
 
 
+def check_config_access(services: BrokerServices, request: Request, resource: Any, operation: AclOperation) -> None:
+    """DESCRIBE_CONFIGS/ALTER_CONFIGS on the topic, or on the cluster for broker and broker-logger
+    resources; a denial fails only that resource (Kafka's configsAuthorizationApiError)."""
+    kind = resource_type(resource.resource_type)
+    if kind == ResourceType.TOPIC:
+        if not services.auth.authorize(request, operation, AclResourceType.TOPIC, resource.resource_name):
+            raise KafkaApiError(Errors.TOPIC_AUTHORIZATION_FAILED)
+    elif kind in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+        if not services.auth.authorize_cluster(request, operation):
+            raise KafkaApiError(Errors.CLUSTER_AUTHORIZATION_FAILED)
+
+
 @handles(ApiKey.DESCRIBE_CONFIGS, describe_error_response)
 async def handle_describe_configs(services: BrokerServices, request: Request) -> Response:
     body = request.body()
@@ -117,6 +131,7 @@ async def handle_describe_configs(services: BrokerServices, request: Request) ->
     for resource in body.resources:
         result = DescribeResult(resource_type=resource.resource_type, resource_name=resource.resource_name, configs=[])
         try:
+            check_config_access(services, request, resource, AclOperation.DESCRIBE_CONFIGS)
             entries = await _describe_entries(services, resource)
             result.configs = [_to_wire(e, version, include_synonyms, version >= 3 and body.include_documentation)
                               for e in entries]
@@ -274,6 +289,7 @@ async def _run_alters(
     outcomes = []
     for resource in body.resources:
         try:
+            check_config_access(services, request, resource, AclOperation.ALTER_CONFIGS)
             if incremental:
                 await _incremental_alter(services, resource, body.validate_only)
             else:

@@ -12,6 +12,7 @@ from broker.admin.topic_validation import check_partition_increase
 from broker.admin.waiting import missing_leaders, respond_when
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from coordination.errors import CoordinationError, NotControllerError
 from protocol.api_keys import ApiKey
@@ -39,6 +40,9 @@ def _zk_state(services: BrokerServices, topics: list[str]) -> tuple[set[str], se
     return zk.get_topic_deletions(), set(zk.get_broker_ids()), assignments
 
 
+STRICT_MUTATION_QUOTA_VERSION = 3  # v3+: THROTTLING_QUOTA_EXCEEDED instead of throttling afterwards
+
+
 @handles(ApiKey.CREATE_PARTITIONS, error_response)
 async def handle_create_partitions(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
@@ -49,13 +53,19 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
         return Response.send(request, CreatePartitionsResponse(results=results))
 
     counts = Counter(t.name for t in body.topics)
-    candidates = {t.name: (t, r) for t, r in zip(body.topics, results) if counts[t.name] == 1}
+    alterable = services.auth.filter_authorized(request, AclOperation.ALTER, ResourceType.TOPIC, body.topics,
+                                                lambda t: t.name)
+    candidates = {t.name: (t, r) for t, r in zip(body.topics, results) if counts[t.name] == 1 and t.name in alterable}
     for topic, result in zip(body.topics, results):
         if counts[topic.name] > 1:
             _fail(result, Errors.INVALID_REQUEST, "Duplicate topic in request.")
+        elif topic.name not in alterable:
+            _fail(result, Errors.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
     deleting, brokers, current = await services.pool.run_blocking(_zk_state, services, list(candidates))
 
     increases: dict[str, tuple[int, list[list[int]] | None]] = {}
+    quota = services.quotas.controller_mutation.quota_for(
+        request, strict=request.api_version >= STRICT_MUTATION_QUOTA_VERSION)
     for name, (topic, result) in candidates.items():
         if name in deleting:
             _fail(result, Errors.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
@@ -66,6 +76,8 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
             check_partition_increase(
                 name, None if assignment is None else assignment.partitions, topic.count, assignments, brokers
             )
+            if not body.validate_only:  # controller_mutation_rate counts the partitions added
+                quota.record(topic.count - (0 if assignment is None else len(assignment.partitions)))
         except KafkaApiError as exc:
             _fail(result, exc.error, exc.message)
             continue
@@ -78,7 +90,7 @@ async def handle_create_partitions(services: BrokerServices, request: Request) -
         for name, partitions in wanted.items():
             if body.timeout_ms <= 0 or missing_leaders(services, name, partitions):
                 _fail(candidates[name][1], Errors.REQUEST_TIMED_OUT)
-        return Response.send(request, CreatePartitionsResponse(results=results))
+        return quota.apply(Response.send(request, CreatePartitionsResponse(results=results)))
 
     if not wanted or body.timeout_ms <= 0:
         return respond()

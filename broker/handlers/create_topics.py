@@ -16,6 +16,7 @@ from broker.admin.dynamic_broker_config import current_dynamic_config
 from broker.admin.waiting import missing_leaders, respond_when
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from coordination.admin_zk_client import NewTopic, validate_topic_name
 from coordination.errors import CoordinationError, NotControllerError
@@ -68,6 +69,9 @@ def _new_topic(services: BrokerServices, topic: Any) -> tuple[NewTopic, int, int
     return NewTopic(topic.name, topic.num_partitions, topic.replication_factor, configs=configs), partitions, factor
 
 
+STRICT_MUTATION_QUOTA_VERSION = 6  # v6+: THROTTLING_QUOTA_EXCEEDED instead of throttling afterwards
+
+
 @handles(ApiKey.CREATE_TOPICS, error_response)
 async def handle_create_topics(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
@@ -79,26 +83,43 @@ async def handle_create_topics(services: BrokerServices, request: Request) -> Re
         return Response.send(request, CreateTopicsResponse(topics=results))
 
     counts = Counter(t.name for t in body.topics)
+    quota = services.quotas.controller_mutation.quota_for(request, strict=version >= STRICT_MUTATION_QUOTA_VERSION)
+    auth = services.auth
+    creatable = ({t.name for t in body.topics} if auth.authorize_cluster(request, AclOperation.CREATE, False)
+                 else auth.filter_authorized(request, AclOperation.CREATE, ResourceType.TOPIC, body.topics,
+                                             lambda t: t.name))
+    configs_visible = auth.filter_authorized(request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                             body.topics, lambda t: t.name, log_if_denied=False)
     to_create: dict[str, tuple[Result, NewTopic, int, int]] = {}
     for topic, result in zip(body.topics, results):
         if counts[topic.name] > 1:
             _set_error(result, Errors.INVALID_REQUEST, "Found multiple entries for this topic.")
             continue
+        if topic.name not in creatable:
+            _set_error(result, Errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            continue
         try:
             new_topic, partitions, factor = _new_topic(services, topic)
+            if not body.validate_only:
+                quota.record(partitions)  # controller_mutation_rate
         except (KafkaApiError, CoordinationError) as exc:
             _set_error(result, *api_error(exc))
             continue
         to_create[topic.name] = (result, new_topic, partitions, factor)
 
     created = await _create(services, to_create, body.validate_only, version)
+    for name in created:
+        if name not in configs_visible and version >= 5:  # no DESCRIBE_CONFIGS: no configs in the answer
+            result = to_create[name][0]
+            result.configs, result.num_partitions, result.replication_factor = [], -1, -1
+            result.topic_config_error_code = int(Errors.TOPIC_AUTHORIZATION_FAILED)
     wanted = {} if body.validate_only else {name: list(range(to_create[name][2])) for name in created}
 
     def respond() -> Response:
         for name, partitions in wanted.items():
             if body.timeout_ms <= 0 or missing_leaders(services, name, partitions):
                 _set_error(to_create[name][0], Errors.REQUEST_TIMED_OUT, None)
-        return Response.send(request, CreateTopicsResponse(topics=results))
+        return quota.apply(Response.send(request, CreateTopicsResponse(topics=results)))
 
     if not wanted or body.timeout_ms <= 0:
         return respond()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from broker.errors import api_error
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
@@ -48,11 +49,16 @@ def _delete_on_leader(services: BrokerServices, topic: str, partition: int, offs
 @handles(ApiKey.DELETE_RECORDS, error_response)
 async def handle_delete_records(services: BrokerServices, request: Request) -> Response:
     topics = []
-    for topic in request.body().topics:
+    body = request.body()
+    deletable = services.auth.filter_authorized(request, AclOperation.DELETE, ResourceType.TOPIC, body.topics,
+                                                lambda t: t.name)
+    for topic in body.topics:
         partitions = []
         for p in topic.partitions:
             result = PartitionResult(partition_index=p.partition_index, low_watermark=-1)
             try:
+                if topic.name not in deletable:
+                    raise KafkaApiError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 result.low_watermark = _delete_on_leader(services, topic.name, p.partition_index, p.offset)
             except (KafkaApiError, StorageError) as exc:
                 result.error_code = int(api_error(exc)[0])

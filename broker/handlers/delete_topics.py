@@ -8,10 +8,11 @@ from broker.errors import api_error
 from broker.admin.waiting import respond_when
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from coordination.errors import NotControllerError
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaApiError
 from protocol.messages import DeleteTopicsResponse
 from protocol.schema import ZERO_UUID
 
@@ -37,6 +38,9 @@ def _fail(result: Result, error: Errors, message: str | None = None) -> None:
     result.error_message = message
 
 
+STRICT_MUTATION_QUOTA_VERSION = 5  # v5+: THROTTLING_QUOTA_EXCEEDED instead of throttling afterwards
+
+
 @handles(ApiKey.DELETE_TOPICS, error_response)
 async def handle_delete_topics(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
@@ -53,12 +57,14 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> Re
         return Response.send(request, DeleteTopicsResponse(responses=results))
 
     cache = services.metadata_cache
+    quota = services.quotas.controller_mutation.quota_for(request, strict=version >= STRICT_MUTATION_QUOTA_VERSION)
     to_delete: dict[str, Result] = {}
     for result in results:
         if version >= 6 and result.name is not None and result.topic_id != ZERO_UUID:
             _fail(result, Errors.INVALID_REQUEST, "You may not specify both topic name and topic id.")
             continue
-        if result.name is None:
+        by_id = result.name is None
+        if by_id:
             name = cache.topic_name(result.topic_id)
             if name is None:
                 _fail(result, Errors.UNKNOWN_TOPIC_ID)
@@ -66,8 +72,21 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> Re
             result.name = name
         if version >= 6 and result.topic_id == ZERO_UUID:
             result.topic_id = cache.topic_id(result.name)
+        auth = services.auth
+        if by_id and not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, result.name):
+            result.name = None  # the id of a topic it may not see: as if unknown (Kafka)
+            _fail(result, Errors.UNKNOWN_TOPIC_ID)
+            continue
+        if not auth.authorize(request, AclOperation.DELETE, ResourceType.TOPIC, result.name):
+            _fail(result, Errors.TOPIC_AUTHORIZATION_FAILED)
+            continue
         if not cache.contains_topic(result.name):
             _fail(result, Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            continue
+        try:
+            quota.record(len(cache.topic_partitions(result.name)))  # controller_mutation_rate
+        except KafkaApiError as exc:
+            _fail(result, exc.error, exc.message)
             continue
         to_delete[result.name] = result
 
@@ -77,7 +96,7 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> Re
         for name in deleted:
             if body.timeout_ms <= 0 or cache.contains_topic(name):
                 _fail(to_delete[name], Errors.REQUEST_TIMED_OUT)
-        return Response.send(request, DeleteTopicsResponse(responses=results))
+        return quota.apply(Response.send(request, DeleteTopicsResponse(responses=results)))
 
     if not deleted or body.timeout_ms <= 0:
         return respond()

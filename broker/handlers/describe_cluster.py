@@ -2,9 +2,9 @@
 controller id, from the metadata cache (Kafka's ZK-mode KafkaApis.handleDescribeCluster)."""
 from __future__ import annotations
 
-from broker.auth_helper import CLUSTER_NAME, ResourceType, authorized_operations
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -33,5 +33,8 @@ async def handle_describe_cluster(services: BrokerServices, request: Request) ->
         for node, host, port in cache.alive_brokers(request.listener_name)
     ]
     if body.include_cluster_authorized_operations:
-        response.cluster_authorized_operations = authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
+        auth = services.auth
+        response.cluster_authorized_operations = (
+            auth.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
+            if auth.authorize_cluster(request, AclOperation.DESCRIBE) else 0)
     return Response.send(request, response)

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -49,6 +50,9 @@ def _describe(services: BrokerServices, wanted: dict[str, set[int]] | None, vers
 @handles(ApiKey.DESCRIBE_LOG_DIRS)
 async def handle_describe_log_dirs(services: BrokerServices, request: Request) -> Response:
     body = request.body()
+    if not services.auth.authorize_cluster(request, AclOperation.DESCRIBE):
+        # Kafka answers a principal without DESCRIBE on the cluster with no log dirs at all.
+        return Response.send(request, DescribeLogDirsResponse(results=[]))
     wanted = None if body.topics is None else {t.topic: set(t.partitions) for t in body.topics}
     results = await services.pool.run_blocking(_describe, services, wanted, request.api_version)
     return Response.send(request, DescribeLogDirsResponse(results=results))

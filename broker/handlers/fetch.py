@@ -14,6 +14,7 @@ from broker.fetch_session import CachedPartition, FetchContext, IdPartition
 from broker.handlers import answer, handles
 from broker.network.request_channel import Request, Response
 from broker.replica_manager import FetchPartitionSpec, PartitionReadResult
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -132,6 +133,22 @@ def _build_response(services: BrokerServices, context: FetchContext, results: di
                          node_endpoints=[endpoints[k] for k in sorted(endpoints)])
 
 
+def _unauthorized(services: BrokerServices, request: Request, replica_id: int,
+                  partitions: OrderedDict[TopicPartition, CachedPartition]) -> dict[TopicPartition, PartitionReadResult]:
+    """TOPIC_AUTHORIZATION_FAILED for the partitions the request may not read: a follower needs
+    CLUSTER_ACTION, a consumer READ on each topic (Kafka's handleFetchRequest)."""
+    auth = services.auth
+    if auth.authorizer is None:
+        return {}
+    if replica_id >= 0:
+        allowed = set(t for t, _ in partitions) if auth.authorize_cluster(request, AclOperation.CLUSTER_ACTION) \
+            else set()
+    else:
+        allowed = auth.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, partitions, lambda tp: tp[0])
+    return {tp: PartitionReadResult(error=Errors.TOPIC_AUTHORIZATION_FAILED) for tp in partitions
+            if tp[0] not in allowed}
+
+
 @handles(ApiKey.FETCH, error_response=_error_response)
 async def handle_fetch(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
@@ -152,12 +169,13 @@ async def handle_fetch(services: BrokerServices, request: Request) -> Response |
     max_bytes = body.max_bytes if version >= 3 else 0x7FFFFFFF
     if replica_id < 0:
         max_bytes = min(max_bytes, services.config.fetch_max_bytes)  # the first batch still comes whole
+    denied = _unauthorized(services, request, replica_id, context.partitions)
     specs = {tp: FetchPartitionSpec(c.fetch_offset, c.max_bytes, c.current_leader_epoch, c.log_start_offset,
-                                    c.last_fetched_epoch) for tp, c in context.partitions.items()}
+                                    c.last_fetched_epoch) for tp, c in context.partitions.items() if tp not in denied}
     replica_manager = services.replica_manager
 
     def read() -> dict[TopicPartition, PartitionReadResult]:
-        return replica_manager.read_from_local_log(specs, replica_id, isolation, max_bytes)
+        return {**denied, **replica_manager.read_from_local_log(specs, replica_id, isolation, max_bytes)}
 
     def response(final: dict[TopicPartition, PartitionReadResult]) -> Response:
         return answer(request, lambda: _build_response(services, context, final, version, read_committed,

@@ -15,6 +15,7 @@ from broker.coordinator.transaction.transaction_state_manager import TRANSACTION
 from broker.handlers import handles
 from broker.handlers.metadata import auto_create_topic
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, error_message
@@ -85,11 +86,23 @@ async def _find(services: BrokerServices, listener: str, key_type: int, key: str
     return Errors.NONE, (state.leader, endpoint[0], endpoint[1])
 
 
+def coordinator_key_denied(services: BrokerServices, request: Request, key_type: int, key: str) -> Errors | None:
+    """DESCRIBE on the group or transactional id the key names, as Kafka's handleFindCoordinatorRequest."""
+    if key_type == GROUP_KEY_TYPE and not services.auth.authorize(request, AclOperation.DESCRIBE,
+                                                                   ResourceType.GROUP, key):
+        return Errors.GROUP_AUTHORIZATION_FAILED
+    if key_type == TRANSACTION_KEY_TYPE and not services.auth.authorize(request, AclOperation.DESCRIBE,
+                                                                         ResourceType.TRANSACTIONAL_ID, key):
+        return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return None
+
+
 @handles(ApiKey.FIND_COORDINATOR, error_response=error_response)
 async def handle_find_coordinator(services: BrokerServices, request: Request) -> Response:
     key_type, keys = _keys(request)
     results = []
     for key in keys:
-        error, node = await _find(services, request.listener_name, key_type, key)
+        denied = coordinator_key_denied(services, request, key_type, key)
+        error, node = (denied, NO_NODE) if denied else await _find(services, request.listener_name, key_type, key)
         results.append((key, error, node))
     return Response.send(request, _response(request.api_version, results))

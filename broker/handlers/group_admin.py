@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.auth_helper import ResourceType, authorized_operations
 from broker.coordinator.group.group_operations import delete_groups, describe_group, list_groups
 from broker.handlers import handles
 from broker.handlers._group_support import group_coordinator
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -18,10 +18,14 @@ CLASSIC_GROUP_TYPE = "classic"
 D = DescribeGroupsResponse
 
 
+def _failed_group(group_id: str, error: Errors) -> Any:
+    return D.DescribedGroup(error_code=int(error), group_id=group_id, group_state="", protocol_type="",
+                            protocol_data="", members=[])
+
+
 def describe_error_response(request: Request, error: Errors) -> D:
     fields: dict[str, Any] = {"throttle_time_ms": 0} if request.api_version >= 1 else {}
-    return D(groups=[D.DescribedGroup(error_code=int(error), group_id=g, group_state="", protocol_type="",
-                                      protocol_data="", members=[]) for g in request.body().groups], **fields)
+    return D(groups=[_failed_group(g, error) for g in request.body().groups], **fields)
 
 
 @handles(ApiKey.DESCRIBE_GROUPS, error_response=describe_error_response)
@@ -30,7 +34,11 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
     version = request.api_version
     coordinator = group_coordinator(services)
     groups = []
+    auth = services.auth
     for group_id in body.groups:
+        if not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(_failed_group(group_id, Errors.GROUP_AUTHORIZATION_FAILED))
+            continue
         error, summary = describe_group(coordinator, group_id)
         described = D.DescribedGroup(
             error_code=int(error), group_id=group_id, group_state=summary.state,
@@ -41,7 +49,7 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
                 **({"group_instance_id": m.group_instance_id} if version >= 4 else {}))
                 for m in summary.members])
         if version >= 3 and body.include_authorized_operations and error == Errors.NONE:
-            described.authorized_operations = authorized_operations(request, ResourceType.GROUP, group_id)
+            described.authorized_operations = auth.authorized_operations(request, ResourceType.GROUP, group_id)
         groups.append(described)
     fields: dict[str, Any] = {"throttle_time_ms": 0} if version >= 1 else {}
     return Response.send(request, D(groups=groups, **fields))
@@ -56,6 +64,12 @@ async def handle_list_groups(services: BrokerServices, request: Request) -> Resp
     error, groups = list_groups(group_coordinator(services), states)
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
+    auth = services.auth
+    if not auth.authorize_cluster(request, AclOperation.DESCRIBE, log_if_denied=False):
+        # Without DESCRIBE on the cluster, only the groups the request may DESCRIBE (as Kafka).
+        described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.GROUP, groups,
+                                           lambda g: g.group_id, log_if_denied=False)
+        groups = [g for g in groups if g.group_id in described]
     listed = []
     for group in groups:
         fields: dict[str, Any] = {"group_state": group.state.value} if version >= 4 else {}
@@ -76,6 +90,8 @@ def delete_error_response(request: Request, error: Errors) -> DeleteGroupsRespon
 @handles(ApiKey.DELETE_GROUPS, error_response=delete_error_response)
 async def handle_delete_groups(services: BrokerServices, request: Request) -> Response:
     names = list(request.body().groups_names)
-    errors = delete_groups(group_coordinator(services), names)
+    deletable = services.auth.filter_authorized(request, AclOperation.DELETE, ResourceType.GROUP, names)
+    errors = {**delete_groups(group_coordinator(services), [g for g in names if g in deletable]),
+              **{g: Errors.GROUP_AUTHORIZATION_FAILED for g in names if g not in deletable}}
     return Response.send(request, DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=int(errors[g])) for g in names]))

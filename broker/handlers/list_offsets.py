@@ -12,6 +12,7 @@ from broker.handlers import handles
 from broker.errors import error_of
 from broker.network.request_channel import Request, Response
 from broker.partition import Partition
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
@@ -55,12 +56,16 @@ async def handle_list_offsets(services: BrokerServices, request: Request) -> Res
     body = request.body()
     version = request.api_version
     isolation_level = body.isolation_level if version >= 2 else 0
+    described = services.auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, body.topics,
+                                                lambda t: t.name)
     topics = []
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
             entry = PartitionResponse(partition_index=p.partition_index, error_code=0)
             try:
+                if topic.name not in described:
+                    raise KafkaApiError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 partition = services.replica_manager.leader_partition(topic.name, p.partition_index)
                 partition.check_leader_epoch(p.current_leader_epoch)
                 ts, offset, epoch = _offset_for(partition, p.timestamp, body.replica_id, isolation_level)

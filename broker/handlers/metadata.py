@@ -11,10 +11,10 @@ import logging
 import uuid
 from typing import Any
 
-from broker.auth_helper import CLUSTER_NAME, ResourceType, authorized_operations
 from broker.handlers import handles
 from broker.metadata_cache import PartitionMetadata
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.services import BrokerServices
 from coordination.admin_zk_client import NewTopic, validate_topic_name
 from coordination.errors import CoordinationError, InvalidTopicError, TopicExistsError
@@ -136,16 +136,24 @@ def _requested_names(services: BrokerServices, body: Any, version: int) -> tuple
     return list(dict.fromkeys(name for name in names.values() if name is not None)), unknown
 
 
-async def _named_topic(services: BrokerServices, name: str, listener: str, version: int,
+async def _named_topic(services: BrokerServices, request: Request, name: str, version: int,
                        allow_auto_create: bool) -> Any:
+    auth = services.auth
+    if not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _error_topic(name, Errors.TOPIC_AUTHORIZATION_FAILED)
     if services.metadata_cache.contains_topic(name):
-        return topic_metadata(services, name, listener, version)
+        return topic_metadata(services, name, request.listener_name, version)
     try:
         validate_topic_name(name)
     except InvalidTopicError:
         return _error_topic(name, Errors.INVALID_TOPIC_EXCEPTION)
-    error = await auto_create_topic(services, name) if allow_auto_create else Errors.UNKNOWN_TOPIC_OR_PARTITION
-    return _error_topic(name, error)
+    if not allow_auto_create:
+        return _error_topic(name, Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    # Auto-creation needs CREATE on the cluster or on the topic (Kafka's handleTopicMetadataRequest).
+    if not (auth.authorize_cluster(request, AclOperation.CREATE, log_if_denied=False)
+            or auth.authorize(request, AclOperation.CREATE, ResourceType.TOPIC, name)):
+        return _error_topic(name, Errors.TOPIC_AUTHORIZATION_FAILED)
+    return _error_topic(name, await auto_create_topic(services, name))
 
 
 @handles(ApiKey.METADATA, error_response=error_response)
@@ -158,14 +166,19 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
     all_topics = body.topics is None or (version == 0 and not body.topics)
     allow_auto_create = config.auto_create_topics_enable and (version < 4 or body.allow_auto_topic_creation)
     unknown_ids: list[Any] = []
+    auth = services.auth
     if all_topics:
-        topics = [topic_metadata(services, t, listener, version) for t in cache.all_topics()]
+        # Topics the request may not DESCRIBE are left out: their existence is not disclosed.
+        described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, cache.all_topics(),
+                                           log_if_denied=False)
+        topics = [topic_metadata(services, t, listener, version) for t in cache.all_topics() if t in described]
     else:
         names, unknown_ids = _requested_names(services, body, version)
-        topics = [await _named_topic(services, name, listener, version, allow_auto_create) for name in names]
+        topics = [await _named_topic(services, request, name, version, allow_auto_create) for name in names]
     if version >= 8 and body.include_topic_authorized_operations:
         for topic in topics:
-            topic.topic_authorized_operations = authorized_operations(request, ResourceType.TOPIC, topic.name)
+            if topic.error_code != Errors.TOPIC_AUTHORIZATION_FAILED:
+                topic.topic_authorized_operations = auth.authorized_operations(request, ResourceType.TOPIC, topic.name)
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=node.broker_id, host=host, port=port, rack=node.rack)
                for node, host, port in cache.alive_brokers(listener)]
     response = MetadataResponse(
@@ -173,5 +186,7 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
         controller_id=cache.controller_id if cache.controller_id is not None else -1, topics=unknown_ids + topics,
     )
     if 8 <= version <= 10 and body.include_cluster_authorized_operations:
-        response.cluster_authorized_operations = authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
+        response.cluster_authorized_operations = (
+            auth.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
+            if auth.authorize_cluster(request, AclOperation.DESCRIBE) else 0)
     return Response.send(request, response)

@@ -51,7 +51,7 @@ async def handle_offset_commit(services: BrokerServices, request: Request) -> Re
             p.committed_metadata if p.committed_metadata is not None else "", commit_ts,
             None if retention == DEFAULT_RETENTION_TIME else now + retention)
 
-    errors, offsets = split_commit(services, body.topics, offset_of)
+    errors, offsets = split_commit(services, request, body.topics, offset_of)
     if not offsets:
         return Response.send(request, _response(request, errors))
 

@@ -8,6 +8,7 @@ from broker.coordinator.group.group_operations import delete_offsets
 from broker.handlers import handles
 from broker.handlers._group_support import group_coordinator
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -26,10 +27,14 @@ async def handle_offset_delete(services: BrokerServices, request: Request) -> Re
     coordinator = group_coordinator(services)
     errors: dict[tuple[str, int], Errors] = {}
     known = []
+    readable = services.auth.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, body.topics,
+                                               lambda t: t.name)
     for topic in body.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if services.metadata_cache.partition(*tp) is None:
+            if topic.name not in readable:
+                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+            elif services.metadata_cache.partition(*tp) is None:
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)

@@ -9,6 +9,7 @@ from broker.coordinator.group.group_operations import fetch_offsets
 from broker.handlers import handles
 from broker.handlers._group_support import group_coordinator
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -56,20 +57,39 @@ def error_response(request: Request, error: Errors) -> R:
     return _single_group(request, error, {})
 
 
+def _fetch(services: BrokerServices, request: Request, group_id: str, require_stable: bool,
+           requested: list[TopicPartition] | None) -> tuple[Errors, dict[TopicPartition, OffsetFetchEntry]]:
+    """Kafka's checks around the fetch: DESCRIBE on the group, and offsets only of topics the
+    request may DESCRIBE (the others answer TOPIC_AUTHORIZATION_FAILED, or are left out of "all")."""
+    auth = services.auth
+    if not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return Errors.GROUP_AUTHORIZATION_FAILED, {}
+    coordinator = group_coordinator(services)
+    if requested is None:
+        error, entries = fetch_offsets(coordinator, group_id, require_stable, None)
+        described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, entries,
+                                           lambda tp: tp[0], log_if_denied=False)
+        return error, {tp: entry for tp, entry in entries.items() if tp[0] in described}
+    described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, requested, lambda tp: tp[0])
+    error, entries = fetch_offsets(coordinator, group_id, require_stable,
+                                   [tp for tp in requested if tp[0] in described])
+    denied: OffsetFetchEntry = (-1, -1, "", Errors.TOPIC_AUTHORIZATION_FAILED)
+    return error, {**entries, **{tp: denied for tp in requested if tp[0] not in described}}
+
+
 @handles(ApiKey.OFFSET_FETCH, error_response=error_response)
 async def handle_offset_fetch(services: BrokerServices, request: Request) -> Response:
     body = request.body()
     version = request.api_version
-    coordinator = group_coordinator(services)
     require_stable = body.require_stable if version >= 7 else False
     if version >= 8:
         groups = []
         for group in body.groups:
-            error, entries = fetch_offsets(coordinator, group.group_id, require_stable, _requested(group.topics))
+            error, entries = _fetch(services, request, group.group_id, require_stable, _requested(group.topics))
             groups.append(_group(group.group_id, error, entries))
         return Response.send(request, R(throttle_time_ms=0, groups=groups))
     requested = _requested(body.topics)
     if version < 2 and requested is None:
         requested = []
-    error, entries = fetch_offsets(coordinator, body.group_id, require_stable, requested)
+    error, entries = _fetch(services, request, body.group_id, require_stable, requested)
     return Response.send(request, _single_group(request, error, entries))

@@ -10,6 +10,7 @@ from typing import Any
 from broker.handlers import handles
 from broker.errors import error_of
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
@@ -30,11 +31,20 @@ def _error_response(request: Request, error: Errors) -> Any:
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, error_response=_error_response)
 async def handle_offset_for_leader_epoch(services: BrokerServices, request: Request) -> Response:
     body = request.body()
+    auth = services.auth
+    # Followers need CLUSTER_ACTION; since KIP-320 consumers may use DESCRIBE on the topic instead.
+    if auth.authorize_cluster(request, AclOperation.CLUSTER_ACTION, log_if_denied=False):
+        described = {t.topic for t in body.topics}
+    else:
+        described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, body.topics,
+                                           lambda t: t.topic)
     topics = []
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
             try:
+                if topic.topic not in described:
+                    raise KafkaApiError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 partition = services.replica_manager.leader_partition(topic.topic, p.partition)
                 partition.check_leader_epoch(p.current_leader_epoch)
                 epoch, end_offset = partition.leader_log().end_offset_for_epoch(p.leader_epoch)

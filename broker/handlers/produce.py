@@ -21,6 +21,7 @@ from broker.errors import TYPED_FAILURES, error_of
 from broker.handlers import answer, handles
 from broker.handlers._group_support import complete_later
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.produce_validator import RecordValidationError, validate_records
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
@@ -154,18 +155,26 @@ async def handle_produce(services: BrokerServices, request: Request) -> Response
         return Response.send(request, error_response(request, Errors.INVALID_REQUIRED_ACKS))
     producers = {(t.name, p.index): producer for t in body.topic_data for p in t.partition_data
                  if (producer := _transactional_producer(p.records)) is not None}
-    if not producers:
-        return await _append_all(services, request, {}, {})
-    error = Errors.NONE
-    if body.transactional_id is None:
+    auth = services.auth
+    if producers and (body.transactional_id is None or not auth.authorize(
+            request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)):
         error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    elif len({(pid, epoch) for pid, epoch, _ in producers.values()}) > 1:
-        error = Errors.INVALID_PRODUCER_ID_MAPPING  # transactional records of more than one producer
-    if error is not Errors.NONE:
+        return Response.close(request) if acks == 0 else Response.send(request, error_response(request, error))
+    # Partitions of topics the request may not WRITE fail alone and are neither verified nor appended.
+    writable = auth.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, body.topic_data,
+                                      lambda t: t.name)
+    denied = {(t.name, p.index): Errors.TOPIC_AUTHORIZATION_FAILED for t in body.topic_data
+              for p in t.partition_data if t.name not in writable}
+    producers = {tp: producer for tp, producer in producers.items() if tp not in denied}
+    if not producers:
+        return await _append_all(services, request, denied, {})
+    if len({(pid, epoch) for pid, epoch, _ in producers.values()}) > 1:  # transactional records of two producers
+        error = Errors.INVALID_PRODUCER_ID_MAPPING
         return Response.close(request) if acks == 0 else Response.send(request, error_response(request, error))
     producer_id, epoch, _ = next(iter(producers.values()))
     errors, guards = services.replica_manager.start_transaction_verification(
         body.transactional_id, producer_id, epoch, {tp: seq for tp, (_, _, seq) in producers.items()})
+    errors.update(denied)
     if not guards:
         return await _append_all(services, request, errors, guards)
     operation = TransactionSupportedOperation.GENERIC_ERROR if request.api_version >= GENERIC_ERROR_MIN_VERSION \

@@ -17,6 +17,7 @@ from broker.handlers import handles
 from broker.handlers._group_support import respond_later
 from broker.handlers._transaction_support import for_client_version, transaction_coordinator
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
@@ -34,9 +35,27 @@ def _init_producer_id_response(version: int, result: InitProducerIdResult) -> In
                                   error_code=int(for_client_version(result.error, version, FIRST_FENCED_VERSION)))
 
 
+def init_producer_id_denied(services: BrokerServices, request: Request, transactional_id: str | None
+                            ) -> Errors | None:
+    """WRITE on the transactional id; without one, IDEMPOTENT_WRITE on the cluster or (KIP-679) WRITE
+    on some topic (Kafka's handleInitProducerIdRequest)."""
+    auth = services.auth
+    if transactional_id is not None:
+        if not auth.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not (auth.authorize_cluster(request, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False)
+              or auth.authorize_by_resource_type(request, AclOperation.WRITE, ResourceType.TOPIC)):
+        return Errors.CLUSTER_AUTHORIZATION_FAILED
+    return None
+
+
 @handles(ApiKey.INIT_PRODUCER_ID)
 async def handle_init_producer_id(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
+    denied = init_producer_id_denied(services, request, body.transactional_id)
+    if denied is not None:
+        return Response.send(request, InitProducerIdResponse(
+            throttle_time_ms=0, error_code=int(denied), producer_id=-1, producer_epoch=-1))
     version = request.api_version
     producer_id, epoch = (body.producer_id, body.producer_epoch) if version >= 3 else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):  # a KIP-360 retry names both or neither
@@ -47,9 +66,11 @@ async def handle_init_producer_id(services: BrokerServices, request: Request) ->
     return respond_later(services, request, result, lambda done: _init_producer_id_response(version, done))
 
 
-def _describe_partition(services: BrokerServices, topic: str, index: int) -> Any:
+def _describe_partition(services: BrokerServices, topic: str, index: int, readable: set[str]) -> Any:
     entry = DescribeProducersResponse.PartitionResponse(partition_index=index, error_code=0, active_producers=[])
     try:
+        if topic not in readable:
+            raise KafkaApiError(Errors.TOPIC_AUTHORIZATION_FAILED)
         tp_log = services.replica_manager.leader_partition(topic, index).leader_log()
     except (KafkaApiError, StorageError) as exc:
         error = error_of(exc)
@@ -71,9 +92,11 @@ def _describe_partition(services: BrokerServices, topic: str, index: int) -> Any
 @handles(ApiKey.DESCRIBE_PRODUCERS)
 async def handle_describe_producers(services: BrokerServices, request: Request) -> Response:
     body = request.body()
+    readable = services.auth.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, body.topics,
+                                               lambda t: t.name)
     return Response.send(request, DescribeProducersResponse(throttle_time_ms=0, topics=[
         DescribeProducersResponse.TopicResponse(name=t.name, partitions=[
-            _describe_partition(services, t.name, index) for index in t.partition_indexes])
+            _describe_partition(services, t.name, index, readable) for index in t.partition_indexes])
         for t in body.topics]))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from broker.handlers import handles
 from broker.handlers._transaction_support import transaction_coordinator
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -29,15 +30,23 @@ def describe_error_response(request: Request, error: Errors) -> D:
 @handles(ApiKey.DESCRIBE_TRANSACTIONS, error_response=describe_error_response)
 async def handle_describe_transactions(services: BrokerServices, request: Request) -> Response:
     coordinator = transaction_coordinator(services)
+    auth = services.auth
     states = []
     for txn_id in request.body().transactional_ids:
+        if not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            states.append(D.TransactionState(error_code=int(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                                             transactional_id=txn_id))
+            continue
         error, metadata = coordinator.handle_describe_transactions(txn_id)
         if metadata is None:
             states.append(D.TransactionState(error_code=int(error), transactional_id=txn_id))
             continue
         by_topic: dict[str, list[int]] = {}
+        described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                           metadata.topic_partitions, lambda tp: tp[0], log_if_denied=False)
         for topic, partition in sorted(metadata.topic_partitions):
-            by_topic.setdefault(topic, []).append(partition)
+            if topic in described:  # Kafka leaves out the topics the principal may not DESCRIBE
+                by_topic.setdefault(topic, []).append(partition)
         states.append(D.TransactionState(
             error_code=0, transactional_id=txn_id, transaction_state=metadata.state.state_name,
             transaction_timeout_ms=metadata.txn_timeout_ms, transaction_start_time_ms=metadata.txn_start_timestamp,
@@ -52,6 +61,9 @@ async def handle_list_transactions(services: BrokerServices, request: Request) -
     duration = body.duration_filter if request.api_version >= 1 else NO_DURATION_FILTER
     error, unknown, listed = transaction_coordinator(services).handle_list_transactions(
         set(body.producer_id_filters), set(body.state_filters), duration)
+    auth = services.auth
+    listed = [t for t in listed if auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                                  t.transactional_id, log_if_denied=False)]
     return Response.send(request, L(
         throttle_time_ms=0, error_code=int(error), unknown_state_filters=unknown,
         transaction_states=[L.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,

@@ -16,7 +16,9 @@ from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC
 from broker.handlers import handles
 from broker.handlers._group_support import group_coordinator, respond_later
 from broker.handlers._transaction_support import for_client_version, transaction_coordinator
+from broker.handlers.metadata import INTERNAL_TOPICS
 from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -62,18 +64,37 @@ def add_partitions_error_response(request: Request, error: Errors) -> R:
         (txn_id, dict.fromkeys(partitions, error)) for txn_id, _pid, _epoch, _verify, partitions in _transactions(request)])
 
 
+def _add_partitions_denied(services: BrokerServices, request: Request) -> Errors | None:
+    """v4+ comes from brokers: CLUSTER_ACTION; before, WRITE on the client's transactional id."""
+    auth = services.auth
+    if request.api_version >= FIRST_BROKER_VERSION:
+        return None if auth.authorize_cluster(request, AclOperation.CLUSTER_ACTION) \
+            else Errors.CLUSTER_AUTHORIZATION_FAILED
+    transactional_id = request.body().v3_and_below_transactional_id
+    return None if auth.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id) \
+        else Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
 @handles(ApiKey.ADD_PARTITIONS_TO_TXN, error_response=add_partitions_error_response)
 async def handle_add_partitions_to_txn(services: BrokerServices, request: Request) -> Response | None:
     version = request.api_version
+    denied = _add_partitions_denied(services, request)
+    if denied is not None:
+        return Response.send(request, add_partitions_error_response(request, denied))
     coordinator = transaction_coordinator(services)
     cache = services.metadata_cache
+    auth = services.auth
 
     async def one(txn_id: str, producer_id: int, epoch: int, verify_only: bool,
                   partitions: list[TopicPartition]) -> tuple[str, dict[TopicPartition, Errors]]:
-        unknown = {tp for tp in partitions if cache.partition(*tp) is None}
-        if unknown:
-            return txn_id, {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
-                            for tp in partitions}
+        # A client's transaction needs WRITE on its (non-internal) topics; brokers were checked above.
+        writable = {t for t, _ in partitions} if version >= FIRST_BROKER_VERSION else auth.filter_authorized(
+            request, AclOperation.WRITE, ResourceType.TOPIC, partitions, lambda tp: tp[0]) | INTERNAL_TOPICS
+        failed = {tp: Errors.TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp[0] not in writable}
+        failed.update({tp: Errors.UNKNOWN_TOPIC_OR_PARTITION for tp in partitions
+                       if tp not in failed and cache.partition(*tp) is None})
+        if failed:
+            return txn_id, {tp: failed.get(tp, Errors.OPERATION_NOT_ATTEMPTED) for tp in partitions}
         if verify_only:
             return txn_id, coordinator.handle_verify_partitions_in_transaction(txn_id, producer_id, epoch,
                                                                                set(partitions))
@@ -91,6 +112,9 @@ async def handle_add_partitions_to_txn(services: BrokerServices, request: Reques
 async def handle_add_offsets_to_txn(services: BrokerServices, request: Request) -> Response | None:
     """The group's ``__consumer_offsets`` partition joins the transaction (for TxnOffsetCommit)."""
     body = request.body()
+    denied = services.auth.transaction_and_group_denied(request, body.transactional_id, body.group_id)
+    if denied is not None:
+        return Response.send(request, AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=int(denied)))
     coordinator = transaction_coordinator(services)
     offsets_partition = (GROUP_METADATA_TOPIC, group_coordinator(services).manager.partition_for(body.group_id))
     added = coordinator.handle_add_partitions_to_transaction(body.transactional_id, body.producer_id,

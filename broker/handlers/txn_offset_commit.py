@@ -50,9 +50,12 @@ def error_response(request: Request, error: Errors) -> Any:
 async def handle_txn_offset_commit(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
     version = request.api_version
+    denied = services.auth.transaction_and_group_denied(request, body.transactional_id, body.group_id)
+    if denied is not None:
+        return Response.send(request, error_response(request, denied))
     coordinator = group_coordinator(services)
     now = now_ms()
-    errors, offsets = split_commit(services, body.topics, lambda p: OffsetAndMetadata(
+    errors, offsets = split_commit(services, request, body.topics, lambda p: OffsetAndMetadata(
         p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
         p.committed_metadata if p.committed_metadata is not None else "", now))
     if not offsets:

@@ -8,7 +8,13 @@ UNSUPPORTED_VERSION answer it can read, not a closed socket.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 from protocol.api_keys import API_SPECS, ApiKey
+from protocol.errors import Errors
+from protocol.exceptions import ProtocolError
+from protocol.messages import ApiVersionsResponse, Message
 
 ZK_BROKER_LISTENER = "zkBroker"
 
@@ -41,3 +47,33 @@ class ApiVersionManager:
     def enabled_apis(self) -> list[tuple[ApiKey, int, int]]:
         """(api key, min version, max version) for the ApiVersions response, by key."""
         return [(ApiKey(key), lo, hi) for key, (lo, hi) in sorted(self._ranges.items())]
+
+
+# ApiVersionsRequest.isValid: client software name and version from v3 on.
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def api_versions_answer(manager: ApiVersionManager, version: int, body: Callable[[], Message]
+                        ) -> tuple[Message, int]:
+    """The ApiVersions response and the version to encode it at (KafkaApis and, before SASL
+    authentication, the SaslServerAuthenticator answer alike)."""
+    low, high = manager.version_range(ApiKey.API_VERSIONS) or (0, 0)
+    if not low <= version <= high:
+        # A newer client: answer in v0 so it can read that it must retry with a version we know.
+        return ApiVersionsResponse(
+            error_code=int(Errors.UNSUPPORTED_VERSION),
+            api_keys=[ApiVersionsResponse.ApiVersion(api_key=int(ApiKey.API_VERSIONS), min_version=low,
+                                                     max_version=high)],
+        ), 0
+    try:
+        request = body()
+    except ProtocolError:
+        return ApiVersionsResponse(error_code=int(Errors.INVALID_REQUEST)), version
+    if version >= 3 and not (_SOFTWARE.match(request.client_software_name)
+                             and _SOFTWARE.match(request.client_software_version)):
+        return ApiVersionsResponse(error_code=int(Errors.INVALID_REQUEST)), version
+    return ApiVersionsResponse(
+        error_code=0,
+        api_keys=[ApiVersionsResponse.ApiVersion(api_key=int(key), min_version=lo, max_version=hi)
+                  for key, lo, hi in manager.enabled_apis()],
+    ), version

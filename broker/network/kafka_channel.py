@@ -1,5 +1,9 @@
 """KafkaChannel: one client connection, owned by a Processor.
 
+Before Kafka requests flow, a connection goes through its listener's security: the TLS
+handshake (SSL, SASL_SSL) and SASL authentication (SASL_*), both driven here on the network
+thread (``AuthState``); the principal it ends with is stamped on each of its requests.
+
 Reads size-prefixed frames into owned bytearrays (records decode as views into them), keeps
 a few complete frames read ahead, and hands the connection's requests to the request
 channel one at a time, as Kafka does by muting a channel while its request is in flight.
@@ -12,18 +16,24 @@ requests read so far hold queued.max.request.bytes (the processors' ``MemoryPool
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import errno
 import logging
-import os
 import socket
+import ssl
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from broker.config import EndPoint
 from broker.network.request_channel import Request, Response, ResponseAction
+from broker.network.transport_layer import PlaintextTransportLayer, SslTransportLayer
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from broker.security.sasl_server_authenticator import SaslServerAuthenticator, Step
+from protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
+    from broker.network.channel_builder import ListenerSecurity
     from broker.network.processor import Processor
 
 log = logging.getLogger(__name__)
@@ -45,17 +55,36 @@ class ChannelState(enum.Enum):
     CLOSED = "closed"
 
 
+class AuthState(enum.Enum):
+    HANDSHAKE = "handshake"         # TLS handshake in progress
+    AUTHENTICATE = "authenticate"   # SASL exchange (first authentication or KIP-368 re-authentication)
+    READY = "ready"                 # Kafka requests
+    FAILED = "failed"               # authentication failed: the failure answer goes out after a delay
+
+
 class KafkaChannel:
     def __init__(self, processor: Processor, sock: socket.socket, connection_id: str,
-                 listener: EndPoint, client_address: tuple[str, int], client_ip: str) -> None:
+                 security: ListenerSecurity, client_address: tuple[str, int], client_ip: str) -> None:
         self.processor = processor
         self.sock = sock
         self.fd = sock.fileno()
         self.connection_id = connection_id
-        self.listener = listener
+        self.security = security
+        self.listener = security.endpoint
         self.client_address = client_address
         self.client_ip = client_ip
         self.state = ChannelState.OPEN
+        self.transport = SslTransportLayer(sock) if isinstance(sock, ssl.SSLSocket) else PlaintextTransportLayer(sock)
+        self.authenticator = (SaslServerAuthenticator(security.sasl, processor.api_versions)
+                              if security.sasl is not None else None)
+        self.auth_state = (AuthState.HANDSHAKE if isinstance(self.transport, SslTransportLayer)
+                           else self._after_handshake_state())
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self._handshake_wants: str | None = None
+        self._close_when_flushed = False
+        self._throttled = False  # muted by a client quota: no new request is read or dispatched
+        self._throttle_until = 0.0
+        self._throttle_timer: asyncio.TimerHandle | None = None
         self.in_flight: Request | None = None
         self._partial = b""                   # the start of a frame that fits the receive buffer
         self._large: bytearray | None = None  # a frame too big for the receive buffer, being filled
@@ -91,11 +120,47 @@ class KafkaChannel:
                 and self._send_bytes < FLUSH_THRESHOLD_BYTES and not self._writing)
 
     def start(self) -> None:
-        self._update_reading()
+        if self.auth_state is AuthState.HANDSHAKE:
+            self._handshake()
+        else:
+            self._update_reading()
+
+    def _after_handshake_state(self) -> AuthState:
+        return AuthState.AUTHENTICATE if self.authenticator is not None else AuthState.READY
 
     def _want_read(self) -> bool:
+        if self.auth_state is AuthState.HANDSHAKE:
+            return self._handshake_wants == "read"
         return (self.state is ChannelState.OPEN and self._blocked is None and not self._writing
+                and not self._throttled and self.auth_state is not AuthState.FAILED and not self._close_when_flushed
                 and len(self._frames) < MAX_READ_AHEAD_FRAMES and self._frames_bytes < MAX_READ_AHEAD_BYTES)
+
+    # --- TLS handshake --------------------------------------------------------------------------
+    def _handshake(self) -> None:
+        try:
+            wants = self.transport.handshake()
+        except (ssl.SSLError, OSError) as exc:
+            log.info("Failed authentication with /%s (SSL handshake failed: %s)", self.client_ip,
+                     getattr(exc, "reason", None) or exc)
+            self.close("SSL handshake failed")
+            return
+        self._handshake_wants = wants
+        if wants is not None:
+            self._set_writing(wants == "write")
+            self._update_reading()
+            return
+        try:
+            self.principal = self.security.ssl_principal(self.transport.peer_certificate())
+        except ValueError as exc:  # no ssl.principal.mapping.rules rule matched
+            log.info("Failed authentication with /%s (%s)", self.client_ip, exc)
+            self.close("no principal for the client certificate")
+            return
+        self.auth_state = self._after_handshake_state()
+        self._set_writing(False)
+        self._update_reading()
+        # TLS 1.3 clients may send their first request with the handshake's last flight:
+        # OpenSSL may hold it already, and the socket would not become readable again for it.
+        self._on_readable()
 
     def _update_reading(self) -> None:
         want = self._want_read()
@@ -132,15 +197,21 @@ class KafkaChannel:
 
     # --- receiving ----------------------------------------------------------------------------
     def _on_readable(self) -> None:
+        if self.auth_state is AuthState.HANDSHAKE:
+            self._handshake()
+            return
+        if not self._reading:
+            return
         pool = self.processor.memory_pool
         if pool is not None and pool.is_out_of_memory:  # another connection's read used the last bytes
             self._update_reading()
             return
         try:
             if self._large is not None:
-                n = self.sock.recv_into(memoryview(self._large)[self._large_filled:])
+                n = self.transport.recv_into(memoryview(self._large)[self._large_filled:])
             else:
-                n = self.sock.recv_into(self.processor.receive_buffer, RECEIVE_BUFFER_SIZE - len(self._partial))
+                n = self.transport.recv_into(self.processor.receive_buffer,
+                                             RECEIVE_BUFFER_SIZE - len(self._partial))
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -162,6 +233,9 @@ class KafkaChannel:
                 return
         self._dispatch_next()
         self._update_reading()
+        if self._reading and self.transport.pending():
+            # Decrypted bytes already inside OpenSSL do not make the socket readable.
+            self.processor.loop.call_soon(self._on_readable)
 
     def _push_frame(self, frame: bytearray) -> None:
         self._frames.append(frame)
@@ -174,12 +248,18 @@ class KafkaChannel:
         previous partial frame), so an idle connection holds no buffer of its own.
         """
         pos, end = 0, len(view)
-        max_size = self.processor.max_request_size
+        authenticating = self.auth_state is AuthState.AUTHENTICATE and self.authenticator is not None
+        max_size = self.authenticator.config.max_receive_size if authenticating else self.processor.max_request_size
         while end - pos >= 4:
             size = int.from_bytes(view[pos:pos + 4], "big", signed=True)
             if size < 0 or size > max_size:
-                self.close(f"invalid receive (size = {size} "
-                           + (f"larger than {max_size})" if size > 0 else "is negative)"), logging.WARNING)
+                reason = (f"invalid receive (size = {size} "
+                          + (f"larger than {max_size})" if size > 0 else "is negative)"))
+                if authenticating:
+                    self._authentication_failed(Step(failure="Failing SASL authentication due to invalid "
+                                                             f"receive size: {reason}"))
+                else:
+                    self.close(reason, logging.WARNING)
                 return False
             if end - pos - 4 >= size:
                 self._hold(size)
@@ -212,20 +292,96 @@ class KafkaChannel:
         self._close_if_drained()
 
     def _close_if_drained(self) -> None:
-        if (self.state is ChannelState.DRAINING and self.in_flight is None
-                and self._blocked is None and not self._frames):
+        if (self.state is ChannelState.DRAINING and self.in_flight is None and self._blocked is None
+                and (not self._frames or self.auth_state is not AuthState.READY)):
             self.close("closed by the client")
 
     def _dispatch_next(self) -> None:
-        if self.state is ChannelState.CLOSED or self.in_flight is not None or self._blocked is not None:
+        if self.state is ChannelState.CLOSED or self.in_flight is not None or self._blocked is not None \
+                or self._throttled:
             return
-        if self._writing or not self._frames:
+        while self._frames and not self._writing and self.state is ChannelState.OPEN \
+                and self.auth_state is AuthState.AUTHENTICATE:
+            self._authenticate(self._pop_frame())
+        if self._writing or not self._frames or self.auth_state is not AuthState.READY:
             return
-        frame = self._frames.popleft()
-        self._frames_bytes -= len(frame)
+        frame = self._pop_frame()
+        if self.authenticator is not None and not self._check_session(frame):
+            return
         request = self.processor.parse_request(self, frame)
         if request is not None:
+            request.principal = self.principal
             self._send_to_channel(request)
+
+    def _pop_frame(self) -> bytearray:
+        frame = self._frames.popleft()
+        self._frames_bytes -= len(frame)
+        return frame
+
+    # --- SASL -------------------------------------------------------------------------------------
+    def _check_session(self, frame: bytearray) -> bool:
+        """KIP-368 on an authenticated SASL connection: SaslHandshake starts re-authentication;
+        any other request after the session expired closes the connection. False: frame consumed."""
+        authenticator = self.authenticator
+        assert authenticator is not None
+        api_key = int.from_bytes(frame[:2], "big") if len(frame) >= 2 else -1
+        if api_key == ApiKey.SASL_HANDSHAKE and authenticator.client_supports_reauth:
+            self.auth_state = AuthState.AUTHENTICATE
+            self._release(len(frame))
+            self._apply_step(authenticator.begin_reauthentication(bytes(frame)))
+            return False
+        expiry = authenticator.session_expiration_ns
+        if expiry is not None and time.monotonic_ns() > expiry:
+            self.close("the SASL session expired (connections.max.reauth.ms)", logging.DEBUG)
+            return False
+        return True
+
+    def _authenticate(self, frame: bytearray) -> None:
+        """A frame of the SASL exchange: answered here, it never becomes a request (its bytes are freed)."""
+        assert self.authenticator is not None
+        self._release(len(frame))
+        self._apply_step(self.authenticator.receive(frame))
+
+    def _apply_step(self, step: Step) -> None:
+        if step.close is not None:
+            self.close(step.close, logging.WARNING)
+            return
+        if step.failure is not None:
+            self._authentication_failed(step)
+            return
+        self._queue(step.send)
+        if step.complete:
+            assert self.authenticator is not None and self.authenticator.principal is not None
+            self.principal = self.authenticator.principal
+            self.auth_state = AuthState.READY
+
+    def _authentication_failed(self, step: Step) -> None:
+        """Kafka's delayed close: the failure answer and the close come connection.failed.authentication.delay.ms
+        later, so that guessing passwords is slow; the connection reads nothing meanwhile."""
+        reauth = self.authenticator is not None and self.authenticator.reauthenticating
+        log.info("Failed %sauthentication with /%s (%s)", "re-" if reauth else "", self.client_ip, step.failure)
+        self.auth_state = AuthState.FAILED
+        self._frames.clear()
+        self._frames_bytes = 0
+        self._update_reading()
+        self.processor.loop.call_later(self.security.failed_authentication_delay_ms / 1000,
+                                       self._send_failure_and_close, step.failure_response)
+
+    def _send_failure_and_close(self, response: list[Any]) -> None:
+        if self.closed:
+            return
+        if not response and not self._sends:
+            self.close("authentication failed")
+            return
+        self._queue(response)
+        self._close_when_flushed = True
+
+    def _queue(self, parts: list[Any]) -> None:
+        if parts:
+            self._sends.extend(parts)
+            self._send_bytes += sum(len(p) for p in parts)
+            if not self._writing:
+                self.processor.mark_dirty(self)
 
     def _send_to_channel(self, request: Request) -> None:
         channel = self.processor.request_channel
@@ -265,6 +421,8 @@ class KafkaChannel:
         if response.action is ResponseAction.SEND:
             self._sends.extend(response.parts)
             self._send_bytes += response.size()
+        if response.throttle_ms > 0:
+            self._throttle(response.throttle_ms)
         # Dispatch before asking for a flush: a handler that answers the next request right
         # away then does so before the flush runs, and both responses share one write.
         self._dispatch_next()
@@ -272,9 +430,28 @@ class KafkaChannel:
         if self._sends and not self._writing:
             self.processor.mark_dirty(self)
 
+    def _throttle(self, throttle_ms: int) -> None:
+        """Kafka's channel muting for a quota violation: the response still goes out now."""
+        until = time.monotonic() + throttle_ms / 1000
+        if until <= self._throttle_until:
+            return
+        self._throttled, self._throttle_until = True, until
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._throttle_timer = self.processor.loop.call_later(throttle_ms / 1000, self._end_throttling)
+
+    def _end_throttling(self) -> None:
+        self._throttled, self._throttle_until, self._throttle_timer = False, 0.0, None
+        if not self.closed:
+            self._dispatch_next()
+            self._update_reading()
+
     # --- sending ------------------------------------------------------------------------------
     def flush(self) -> None:
         """Write as much of the queued responses as the socket takes without blocking."""
+        if self.auth_state is AuthState.HANDSHAKE:
+            self._handshake()
+            return
         sends = self._sends
         try:
             while sends and self.state is ChannelState.OPEN:
@@ -292,6 +469,9 @@ class KafkaChannel:
             return
         self._set_writing(bool(sends))
         if not sends:
+            if self._close_when_flushed:
+                self.close("authentication failed")
+                return
             self.processor.touch(self)
             self._dispatch_next()
             self._update_reading()
@@ -304,7 +484,7 @@ class KafkaChannel:
             if not isinstance(part, _BUFFER_TYPES) or len(batch) == IOV_MAX:
                 break
             batch.append(part)
-        sent = self.sock.sendmsg(batch)
+        sent = self.transport.send_buffers(batch)
         self._sent(sent)
         remaining = sent
         for _ in range(len(batch)):
@@ -329,7 +509,9 @@ class KafkaChannel:
             self._replace_file_with_bytes(part)
             return True
         try:
-            sent = os.sendfile(self.fd, fileno(), position + self._file_sent, length - self._file_sent)
+            sent = self.transport.send_file(fileno(), position + self._file_sent, length - self._file_sent)
+        except BlockingIOError:
+            raise
         except OSError as exc:
             if exc.errno not in _SENDFILE_UNSUPPORTED:
                 raise
@@ -376,6 +558,8 @@ class KafkaChannel:
         if self._writing:
             loop.remove_writer(self.fd)
         self._reading = self._writing = False
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
         self._frames.clear()
         self._sends.clear()
         self._blocked = None

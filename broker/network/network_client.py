@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
+from broker.security.client_security import PLAINTEXT, ClientSecurity
 from protocol.framing import decode_response, encode_request
 
 log = logging.getLogger(__name__)
@@ -23,9 +24,10 @@ NETWORK_ERRORS = (OSError, EOFError, asyncio.TimeoutError, ValueError)
 
 
 class NetworkClient:
-    def __init__(self, client_id: str, timeout_s: float) -> None:
+    def __init__(self, client_id: str, timeout_s: float, security: ClientSecurity = PLAINTEXT) -> None:
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.security = security
         self._endpoint: tuple[str, int] | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -49,7 +51,7 @@ class NetworkClient:
     async def _exchange(self, endpoint: tuple[str, int], body: Any, api_key: int, version: int) -> Any:
         if self._writer is None or self._endpoint != endpoint:
             self.close()
-            self._reader, self._writer = await asyncio.open_connection(*endpoint)
+            self._reader, self._writer = await self.security.open_connection(*endpoint, self.client_id)
             self._endpoint = endpoint
         assert self._reader is not None and self._writer is not None
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF

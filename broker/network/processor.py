@@ -16,8 +16,8 @@ import socket
 import time
 from collections import OrderedDict
 
-from broker.config import EndPoint
 from broker.network.api_version_manager import ApiVersionManager
+from broker.network.channel_builder import ListenerSecurity
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.kafka_channel import RECEIVE_BUFFER_SIZE, KafkaChannel
 from broker.network.memory_pool import MemoryPool
@@ -63,7 +63,7 @@ class Processor:
             self._schedule_idle_check()
 
     # --- connections --------------------------------------------------------------------------
-    def accept(self, sock: socket.socket, client_ip: str, listener: EndPoint) -> KafkaChannel:
+    def accept(self, sock: socket.socket, client_ip: str, security: ListenerSecurity) -> KafkaChannel:
         """Take ownership of an accepted socket (its quota is already counted)."""
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -76,7 +76,9 @@ class Processor:
         remote = sock.getpeername()
         connection_id = f"{local[0]}:{local[1]}-{remote[0]}:{remote[1]}-{self._next_index}"
         self._next_index += 1
-        channel = KafkaChannel(self, sock, connection_id, listener, (remote[0], remote[1]), client_ip)
+        if security.ssl_context is not None:
+            sock = security.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        channel = KafkaChannel(self, sock, connection_id, security, (remote[0], remote[1]), client_ip)
         self.connections[connection_id] = channel
         self.connections_accepted += 1
         self.touch(channel)
@@ -131,7 +133,7 @@ class Processor:
                           f"which is not enabled", logging.WARNING)
             return None
         return Request(self, channel.connection_id, header, frame, channel.listener.listener_name,
-                       channel.listener.security_protocol, channel.client_address)
+                       channel.listener.security_protocol, (channel.client_ip, channel.client_address[1]))
 
     def enqueue_response(self, response: Response) -> None:
         channel = self.connections.get(response.request.connection_id)

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.api_keys import request_class
 from protocol.framing import encode_response_parts
 from protocol.headers import RequestHeader
@@ -24,14 +25,13 @@ from protocol.messages import Message
 if TYPE_CHECKING:
     from broker.network.processor import Processor
 
-ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
 
 
 class Request:
     """One received request: header parsed, body still raw (``buffer`` is the whole frame)."""
 
     __slots__ = ("processor", "connection_id", "header", "buffer", "listener_name", "security_protocol",
-                 "client_address", "principal", "receive_time_ns", "dequeue_time_ns", "_body")
+                 "client_address", "principal", "receive_time_ns", "dequeue_time_ns", "handler_time_ns", "_body")
 
     def __init__(self, processor: Processor, connection_id: str, header: RequestHeader, buffer: bytearray,
                  listener_name: str, security_protocol: str, client_address: tuple[str, int]) -> None:
@@ -42,9 +42,10 @@ class Request:
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self.client_address = client_address
-        self.principal = ANONYMOUS_PRINCIPAL
+        self.principal: KafkaPrincipal = ANONYMOUS  # the connection's, once authenticated
         self.receive_time_ns = time.monotonic_ns()
         self.dequeue_time_ns: int | None = None  # set when a handler picks it up
+        self.handler_time_ns = 0                  # how long its handler ran (for request_percentage quotas)
         self._body: Message | None = None
 
     @property
@@ -81,20 +82,34 @@ class ResponseAction(enum.Enum):
 
 
 class Response:
-    __slots__ = ("request", "action", "parts")
+    __slots__ = ("request", "action", "parts", "body", "version", "throttle_ms")
 
-    def __init__(self, request: Request, action: ResponseAction, parts: list[Any] | None = None) -> None:
+    def __init__(self, request: Request, action: ResponseAction, parts: list[Any] | None = None,
+                 body: Message | None = None, version: int = 0) -> None:
         self.request = request
         self.action = action
         self.parts = parts or []
+        self.body = body
+        self.version = version
+        self.throttle_ms = 0  # mute the connection this long once the response is queued (quotas)
 
     @classmethod
     def send(cls, request: Request, body: Message, version: int | None = None) -> Response:
         """Encode ``body`` at the request's version (or ``version``, e.g. 0 for ApiVersions fallback)."""
         header = request.header
-        parts = encode_response_parts(body, header.api_key,
-                                      header.api_version if version is None else version, header.correlation_id)
-        return cls(request, ResponseAction.SEND, parts)
+        version = header.api_version if version is None else version
+        parts = encode_response_parts(body, header.api_key, version, header.correlation_id)
+        return cls(request, ResponseAction.SEND, parts, body, version)
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Kafka's quota throttling: the response says ``throttle_time_ms`` and the connection is muted
+        that long (re-encoded only in this rare case)."""
+        self.throttle_ms = throttle_ms
+        body = self.body
+        if body is not None and "throttle_time_ms" in type(body)._fields:
+            body.throttle_time_ms = throttle_ms
+            header = self.request.header
+            self.parts = encode_response_parts(body, header.api_key, self.version, header.correlation_id)
 
     @classmethod
     def no_op(cls, request: Request) -> Response:
@@ -122,6 +137,8 @@ class RequestChannel:
         self._receivers: deque[asyncio.Future[Request | None]] = deque()
         self._space_waiters: deque[Callable[[], None]] = deque()
         self._closed = False
+        # Sees every response before it goes to its connection (the broker's client quotas).
+        self.response_hook: Callable[[Response], None] | None = None
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -167,6 +184,8 @@ class RequestChannel:
 
     def send_response(self, response: Response) -> None:
         """Route a response to the processor owning the request's connection (on the loop thread)."""
+        if self.response_hook is not None:
+            self.response_hook(response)
         response.request.processor.enqueue_response(response)
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -67,12 +68,15 @@ class KafkaRequestHandlerPool:
                     log.exception("Failed to send %r", response)
 
     async def _handle(self, request: Request) -> Response | None:
+        start = time.monotonic_ns()
         try:
             return await self.handler(request)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("Closing connection %s: unexpected error handling %r", request.connection_id, request.header)
+        finally:
+            request.handler_time_ns = time.monotonic_ns() - start
         return Response.close(request)
 
     async def shutdown(self, timeout_s: float = 5.0) -> None:

@@ -4,7 +4,8 @@ Kafka's shape on one asyncio (uvloop) event loop: acceptors and processors watch
 non-blocking sockets with add_reader/add_writer rather than asyncio transports, because
 the processors need to pause reading per connection, write several responses with one
 ``sendmsg`` and hand file slices to ``os.sendfile`` on the socket, none of which a
-transport allows. Only PLAINTEXT listeners are served.
+transport allows. TLS runs through OpenSSL on the same sockets (``transport_layer``), which
+keeps one code path for every listener; each listener's security is built by ``channel_builder``.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import logging
 import socket
 
 from broker.config import EndPoint, KafkaConfig
-from broker.config_defs import ConfigError
 from broker.network.api_version_manager import ApiVersionManager
+from broker.network.channel_builder import ListenerSecurity, listener_security
 from broker.network.connection_quotas import ConnectionQuotas, normalize_ip
 from broker.network.memory_pool import MemoryPool
 from broker.network.processor import Processor
 from broker.network.request_channel import RequestChannel
+from broker.security.credential_cache import CredentialCache
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,10 @@ def _listen_socket(endpoint: EndPoint, backlog: int, receive_buffer_bytes: int) 
 class Acceptor:
     """Accepts connections on one listener, checks quotas, assigns processors round-robin."""
 
-    def __init__(self, endpoint: EndPoint, loop: asyncio.AbstractEventLoop, processors: list[Processor],
+    def __init__(self, security: ListenerSecurity, loop: asyncio.AbstractEventLoop, processors: list[Processor],
                  quotas: ConnectionQuotas, backlog: int, receive_buffer_bytes: int, protected: bool = False) -> None:
+        endpoint = security.endpoint
+        self.security = security
         self.endpoint = endpoint
         self.loop = loop
         self.quotas = quotas
@@ -117,7 +121,7 @@ class Acceptor:
             sock.close()
             return
         try:
-            next(self._processors).accept(sock, ip, self.endpoint)
+            next(self._processors).accept(sock, ip, self.security)
         except OSError as exc:  # the client went away between accept and setup
             log.debug("Failed to set up the connection from %s: %s", ip, exc)
             sock.close()
@@ -133,7 +137,7 @@ class SocketServer:
     """Listeners, processors and the request channel of one broker."""
 
     def __init__(self, config: KafkaConfig, request_channel: RequestChannel | None = None,
-                 api_versions: ApiVersionManager | None = None) -> None:
+                 api_versions: ApiVersionManager | None = None, credentials: CredentialCache | None = None) -> None:
         self.config = config
         self.request_channel = request_channel if request_channel is not None else RequestChannel(config.queued_max_requests)
         self.api_versions = api_versions or ApiVersionManager(config.unstable_api_versions_enable)
@@ -144,10 +148,9 @@ class SocketServer:
         self.memory_pool = MemoryPool(config.queued_max_request_bytes) if config.queued_max_request_bytes > 0 else None
         self.processors: list[Processor] = []
         self.acceptors: dict[str, Acceptor] = {}
-        for endpoint in config.listeners:
-            if endpoint.security_protocol != "PLAINTEXT":
-                raise ConfigError("listeners", f"listener {endpoint.listener_name} uses "
-                                               f"{endpoint.security_protocol}; only PLAINTEXT is supported")
+        self.credentials = credentials if credentials is not None else CredentialCache()
+        # Built (and checked) before anything binds: a bad keystore or JAAS config stops start-up.
+        self.listener_security = [listener_security(config, ep, self.credentials) for ep in config.listeners]
 
     async def start(self) -> None:
         """Bind every listener and start accepting (port 0 binds a free port; see ``bound_port``)."""
@@ -162,9 +165,10 @@ class SocketServer:
             for i in range(config.num_network_threads)
         ]
         try:
-            for endpoint in config.listeners:
+            for security in self.listener_security:
+                endpoint = security.endpoint
                 protected = len(config.listeners) > 1 and endpoint.listener_name == config.inter_broker_listener_name
-                acceptor = Acceptor(endpoint, loop, self.processors, self.quotas,
+                acceptor = Acceptor(security, loop, self.processors, self.quotas,
                                     config.socket_listen_backlog_size, config.socket_receive_buffer_bytes, protected)
                 self.acceptors[endpoint.listener_name] = acceptor
                 log.info("Listening on %s (port %d)", endpoint.connection_string(), acceptor.port)

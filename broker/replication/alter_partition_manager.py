@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.network.network_client import NETWORK_ERRORS, NetworkClient
+from broker.security.client_security import PLAINTEXT, ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import AlterPartitionRequest
@@ -35,13 +36,14 @@ TopicPartition = tuple[str, int]
 
 class AlterPartitionManager:
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int], metadata_cache: MetadataCache,
-                 listener_name: str, timeout_s: float, on_change: Callable[[Partition], None]) -> None:
+                 listener_name: str, timeout_s: float, on_change: Callable[[Partition], None],
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.metadata_cache = metadata_cache
         self.listener_name = listener_name
         self.on_change = on_change  # called after an accepted change: the high watermark may move
-        self._client = NetworkClient(f"broker-{broker_id}-alter-partition", timeout_s)
+        self._client = NetworkClient(f"broker-{broker_id}-alter-partition", timeout_s, security)
         self._queued: dict[TopicPartition, Partition] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

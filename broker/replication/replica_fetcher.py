@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.network.network_client import NETWORK_ERRORS, NetworkClient
 from broker.replication.fetch_session_handler import FetchSessionHandler, SessionFetch
+from broker.security.client_security import PLAINTEXT, ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.exceptions import ProtocolError
@@ -76,6 +77,7 @@ class FetcherConfig:
     backoff_ms: int  # replica.fetch.backoff.ms
     socket_timeout_ms: int  # replica.socket.timeout.ms
     broker_epoch: Callable[[], int] = _unknown_broker_epoch  # sent in Fetch v15+'s replica state
+    security: ClientSecurity = PLAINTEXT  # TLS and SASL of the inter-broker listener
 
 
 @dataclass(slots=True)
@@ -105,7 +107,7 @@ class ReplicaFetcher:
         self.states: dict[TopicPartition, PartitionFetchState] = {}
         self.processing = asyncio.Lock()
         self._wakeup = asyncio.Event()
-        self._client = NetworkClient(name, (config.socket_timeout_ms + config.max_wait_ms) / 1000)
+        self._client = NetworkClient(name, (config.socket_timeout_ms + config.max_wait_ms) / 1000, config.security)
         self.session = FetchSessionHandler()
         self._task: asyncio.Task[None] | None = None
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
+
+from broker.quota.sampled_rate import SampledRate
 
 from coordination.zk_admin_data import DEFAULT_ENTITY
 
@@ -61,7 +62,7 @@ class ReplicationQuotaManager:
         self.clock = clock
         self.bound = math.inf
         self._throttled: dict[str, set[int] | None] = {}
-        self._samples: deque[list[float]] = deque()  # [window start, bytes]
+        self._rate = SampledRate(window_num, window_s)
 
     def update_quota(self, bytes_per_second: float) -> None:
         if bytes_per_second != self.bound:
@@ -85,26 +86,13 @@ class ReplicationQuotaManager:
         return partitions is ALL_PARTITIONS or tp[1] in partitions
 
     def record(self, size: int) -> None:
-        now = self.clock()
-        if not self._samples or now - self._samples[-1][0] >= self.window_s:
-            self._samples.append([now, 0.0])
-        self._samples[-1][1] += size
-        self._purge(now)
+        self._rate.record(size, self.clock())
 
     def rate(self) -> float:
-        now = self.clock()
-        self._purge(now)
-        if not self._samples:
-            return 0.0
-        elapsed = max(now - self._samples[0][0], (self.window_num - 1) * self.window_s)
-        return sum(size for _, size in self._samples) / elapsed
+        return self._rate.rate(self.clock())
 
     def is_quota_exceeded(self) -> bool:
         return self.bound != math.inf and self.rate() > self.bound
-
-    def _purge(self, now: float) -> None:
-        while self._samples and now - self._samples[0][0] >= self.window_num * self.window_s:
-            self._samples.popleft()
 
 
 class ReplicationQuotas:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from coordination.blocking_rpc import read_response
+from coordination.blocking_rpc import Connector, plain_connect, read_response
 from coordination.model import BrokerInfo
 from protocol.exceptions import ProtocolError
 
@@ -39,8 +39,10 @@ class RequestSendThread:
         listener: str,
         socket_timeout_s: float,
         retry_backoff_s: float,
+        connect: Connector = plain_connect,
     ) -> None:
         self.broker = broker
+        self._connect = connect
         self.listener = listener
         self.queue: queue.Queue[QueueItem | None] = queue.Queue()
         self._client_id = f"controller-{controller_id}-to-broker-{broker.broker_id}"
@@ -106,8 +108,8 @@ class RequestSendThread:
 
         sock = self._socket
         if sock is None:
-            sock = socket.create_connection(self._endpoint(), timeout=self._socket_timeout_s)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            host, port = self._endpoint()
+            sock = self._connect(host, port, self._socket_timeout_s, self._client_id)
             self._socket = sock
         self._correlation_id += 1
         frame = encode_request(item.request, item.api_key, item.version, self._correlation_id, self._client_id)
@@ -126,8 +128,10 @@ class ControllerChannelManager:
         listener: str = "PLAINTEXT",
         socket_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
+        connect: Connector = plain_connect,
     ) -> None:
         self.controller_id = controller_id
+        self._connect = connect
         self.listener = listener
         self._socket_timeout_s = socket_timeout_ms / 1000
         self._retry_backoff_s = retry_backoff_ms / 1000
@@ -149,7 +153,8 @@ class ControllerChannelManager:
             if broker.broker_id in self._threads:
                 return
             thread = RequestSendThread(
-                self.controller_id, broker, self.listener, self._socket_timeout_s, self._retry_backoff_s
+                self.controller_id, broker, self.listener, self._socket_timeout_s, self._retry_backoff_s,
+                self._connect
             )
             self._threads[broker.broker_id] = thread
         thread.start()

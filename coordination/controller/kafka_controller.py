@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from coordination.admin_zk_client import AdminZkClient, NewTopic
+from coordination.blocking_rpc import Connector, plain_connect
 from coordination.controller import controller_events
 from coordination.controller.channel_manager import ControllerChannelManager
 from coordination.controller.context import ControllerContext
@@ -63,6 +64,8 @@ class ControllerConfig:
     leader_imbalance_check_interval_seconds: float = 300  # leader.imbalance.check.interval.seconds
     inter_broker_listener_name: str = "PLAINTEXT"  # inter.broker.listener.name
     controller_socket_timeout_ms: int = 30000  # controller.socket.timeout.ms
+    # Opens connections to brokers over the inter-broker listener (TLS and SASL as it needs).
+    connect: Connector = plain_connect
 
 
 ChannelManagerFactory = Callable[[int, ControllerConfig], ControllerChannelManager]
@@ -70,7 +73,8 @@ ChannelManagerFactory = Callable[[int, ControllerConfig], ControllerChannelManag
 
 def default_channel_manager(controller_id: int, config: ControllerConfig) -> ControllerChannelManager:
     return ControllerChannelManager(
-        controller_id, config.inter_broker_listener_name, config.controller_socket_timeout_ms
+        controller_id, config.inter_broker_listener_name, config.controller_socket_timeout_ms,
+        connect=config.connect,
     )
 
 

@@ -88,7 +88,8 @@ class BrokerProcess:
 
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
                  overrides: Mapping[str, str] | None = None, port: int | None = None,
-                 host: str = "127.0.0.1", command_prefix: Sequence[str] = ()) -> None:
+                 host: str = "127.0.0.1", command_prefix: Sequence[str] = (),
+                 extra_listeners: tuple[str, ...] = ()) -> None:
         """``host`` and ``command_prefix`` place the broker elsewhere than loopback, e.g. in a network
         namespace (``["ip", "netns", "exec", NAME]`` and that namespace's address)."""
         self.zk_connect = zk_connect
@@ -103,6 +104,9 @@ class BrokerProcess:
         self.log_path = self.dir / self.LOG_NAME
         self.config_path = self.dir / "server.properties"
         self.overrides = dict(overrides or {})
+        # More listeners (named as their security protocol, e.g. "SASL_SSL") on ports of their own;
+        # the PLAINTEXT one on ``port`` stays for the harness's own checks.
+        self.listener_ports = {name: free_port() for name in extra_listeners}
         self.process: subprocess.Popen[bytes] | None = None
         self.paused = False
 
@@ -110,10 +114,15 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    def bootstrap_for(self, listener: str) -> str:
+        return f"{self.host}:{self.listener_ports[listener]}"
+
     def properties(self) -> dict[str, str]:
+        listeners = [f"PLAINTEXT://{self.host}:{self.port}"]
+        listeners += [f"{name}://{self.host}:{port}" for name, port in self.listener_ports.items()]
         props = {
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": ",".join(listeners),
             "log.dirs": str(self.log_dir),
             "zookeeper.connect": self.zk_connect,
             **TEST_DEFAULTS,
@@ -310,12 +319,16 @@ class BrokerCluster:
     """``n`` brokers (ids 0..n-1) sharing one ZooKeeper connect string."""
 
     def __init__(self, n: int, zk_connect: str, tmp_dir: Path | str,
-                 overrides: Mapping[str, str] | None = None) -> None:
-        self.brokers = [BrokerProcess(zk_connect, i, tmp_dir, overrides) for i in range(n)]
+                 overrides: Mapping[str, str] | None = None, extra_listeners: tuple[str, ...] = ()) -> None:
+        self.brokers = [BrokerProcess(zk_connect, i, tmp_dir, overrides, extra_listeners=extra_listeners)
+                        for i in range(n)]
 
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers)
+
+    def bootstrap_for(self, listener: str) -> str:
+        return ",".join(b.bootstrap_for(listener) for b in self.brokers)
 
     def start(self) -> None:
         for broker in self.brokers:

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from broker.security.client_security import PLAINTEXT, ClientSecurity
 from broker.coordinator.transaction.transaction_marker_channel_manager import (
     MarkerSender,
     TransactionMarkerChannelManager,
@@ -76,13 +77,13 @@ class TransactionCoordinator:
     def __init__(self, broker_id: int, config: TransactionConfig, replica_manager: ReplicaManager,
                  metadata_cache: MetadataCache, run_blocking: Callable[..., Awaitable[Any]],
                  generate_producer_id: GenerateProducerId, listener_name: str,
-                 marker_sender: MarkerSender | None = None) -> None:
+                 marker_sender: MarkerSender | None = None, security: ClientSecurity = PLAINTEXT) -> None:
         """``marker_sender`` replaces the network between the marker channel and partition leaders (unit tests)."""
         self.config = config
         self.state_manager = TransactionStateManager(broker_id, config, replica_manager, metadata_cache, run_blocking)
         self.marker_channel = TransactionMarkerChannelManager(
             broker_id, self.state_manager, metadata_cache, listener_name, config.request_timeout_ms,
-            sender=marker_sender)
+            sender=marker_sender, security=security)
         self.generate_producer_id = generate_producer_id
         self.active = False
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from broker.security.client_security import PLAINTEXT, ClientSecurity
 from broker.coordinator.transaction.transaction_metadata import (
     IllegalTransactionStateError,
     TopicPartition,
@@ -115,8 +116,9 @@ def write_txn_markers_request(entries: Iterable[PendingMarker]) -> WriteTxnMarke
 class TransactionMarkerChannelManager:
     def __init__(self, broker_id: int, state_manager: TransactionStateManager, metadata_cache: MetadataCache,
                  listener_name: str, request_timeout_ms: int, retry_backoff_ms: int = 100,
-                 sender: MarkerSender | None = None) -> None:
+                 sender: MarkerSender | None = None, security: ClientSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
+        self.security = security  # TLS and SASL of the inter-broker listener
         self.state_manager = state_manager
         self.metadata_cache = metadata_cache
         self.listener_name = listener_name
@@ -322,7 +324,7 @@ class TransactionMarkerChannelManager:
         client = self._clients.get(broker)
         if client is None:
             client = self._clients[broker] = NetworkClient(f"broker-{self.broker_id}-txn-marker-sender",
-                                                           self.request_timeout_s)
+                                                           self.request_timeout_s, self.security)
         return await client.send(destination, request, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION)
 
     def _current_metadata(self, entry: PendingMarker) -> TransactionMetadata | None:

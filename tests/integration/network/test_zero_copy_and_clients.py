@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import broker.network.kafka_channel as kafka_channel
+import broker.network.transport_layer as transport_layer
 from broker.network.request_channel import Request, Response
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -93,7 +93,7 @@ def test_file_slices_are_sent_with_sendfile(network_server, data_file, monkeypat
         calls.append(count)
         return real_sendfile(out_fd, in_fd, offset, count)
 
-    monkeypatch.setattr(kafka_channel.os, "sendfile", counting_sendfile)
+    monkeypatch.setattr(transport_layer.os, "sendfile", counting_sendfile)
     slices = {0: (10, 2 * 1024 * 1024), 1: (5, 1000)}
     opened = []
 
@@ -140,7 +140,7 @@ def test_sendfile_refused_by_the_kernel_falls_back_to_reading(network_server, da
     def unsupported(*_args: int) -> int:
         raise OSError(22, "Invalid argument")
 
-    monkeypatch.setattr(kafka_channel.os, "sendfile", unsupported)
+    monkeypatch.setattr(transport_layer.os, "sendfile", unsupported)
     source = FileSlice(path, 0, 4096)
     try:
         server = network_server(fetch_handler(lambda p: source))

@@ -15,6 +15,7 @@ import pytest
 from broker.handlers import HANDLERS, load_all
 from broker.kafka_apis import KafkaApis
 from broker.network.request_channel import Request, Response, ResponseAction
+from broker.security.authorization import NO_AUTHORIZATION
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
 from protocol.framing import decode_response, encode_request
@@ -33,6 +34,7 @@ def _request(api_key: ApiKey, version: int, body: Message, correlation_id: int =
 def _dispatch(monkeypatch: pytest.MonkeyPatch, api_key: ApiKey, handler: Any, request: Request) -> Response | None:
     monkeypatch.setitem(HANDLERS, api_key, handler)
     server = MagicMock()
+    server.services.auth = NO_AUTHORIZATION
     return asyncio.run(KafkaApis(server)(request))
 
 
@@ -101,6 +103,7 @@ def test_api_versions_reads_versions_and_bodies_it_does_not_know_itself(monkeypa
     request = Request(MagicMock(), "conn", parse_request_header(frame), frame, "PLAINTEXT", "PLAINTEXT",
                       ("127.0.0.1", 5000))
     server = MagicMock()
+    server.services.auth = NO_AUTHORIZATION
     server.services.api_version_manager = RegisteredApiVersionManager()
     response = asyncio.run(KafkaApis(server)(request))
     assert response is not None and response.action is ResponseAction.SEND

@@ -1,0 +1,91 @@
+"""What each listener's connections go through before Kafka requests (Kafka's ChannelBuilders).
+
+PLAINTEXT: nothing. SSL: the TLS handshake; the principal comes from the client certificate
+(``ssl.principal.mapping.rules``) or is ANONYMOUS. SASL_PLAINTEXT / SASL_SSL: (TLS, then) SASL
+with the listener's ``sasl.enabled.mechanisms``: PLAIN against the JAAS config's
+``user_<name>`` entries, SCRAM against the credentials stored in ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from dataclasses import dataclass
+from functools import partial
+
+from broker.config import EndPoint, KafkaConfig
+from broker.config_defs import ConfigError
+from broker.security.credential_cache import CredentialCache
+from broker.security.jaas import JaasConfigError, parse_jaas_config
+from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, SslPrincipalMapper, certificate_subject
+from broker.security.sasl_mechanism import PLAIN, PlainServer
+from broker.security.sasl_server_authenticator import SaslListenerConfig, SaslServerFactory
+from broker.security.scram import SCRAM_MECHANISMS, ScramServer
+from broker.security.ssl_factory import SslSettings, server_context
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    endpoint: EndPoint
+    ssl_context: ssl.SSLContext | None
+    principal_mapper: SslPrincipalMapper
+    sasl: SaslListenerConfig | None
+    failed_authentication_delay_ms: int
+
+    def ssl_principal(self, certificate: bytes | None) -> KafkaPrincipal:
+        """The principal of a TLS client: its certificate's subject through the mapping rules."""
+        if not certificate:
+            return ANONYMOUS
+        return KafkaPrincipal(USER_TYPE, self.principal_mapper.name(certificate_subject(certificate)))
+
+
+def jaas_config(config: KafkaConfig, listener: str, mechanism: str) -> str | None:
+    """``listener.name.<l>.<mechanism>.sasl.jaas.config``, else the broker-wide ``sasl.jaas.config``."""
+    return config.listener_value(listener, "sasl.jaas.config", mechanism)
+
+
+def _plain_users(config: KafkaConfig, listener: str) -> dict[str, str]:
+    key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
+    text = jaas_config(config, listener, PLAIN)
+    if text is None:
+        raise ConfigError(key, f"SASL/PLAIN is enabled on {listener} but no JAAS config names its users")
+    try:
+        modules = parse_jaas_config(text)
+    except JaasConfigError as exc:
+        raise ConfigError(key, str(exc)) from None
+    return {user: password for module in modules for user, password in module.users().items()}
+
+
+def _sasl_config(config: KafkaConfig, listener: str, credentials: CredentialCache) -> SaslListenerConfig:
+    enabled = config.listener_value(listener, "sasl.enabled.mechanisms")
+    factories: dict[str, SaslServerFactory] = {}
+    for mechanism in enabled:
+        if mechanism == PLAIN:
+            users = _plain_users(config, listener)
+            factories[mechanism] = partial(PlainServer, lambda user, password, users=users: users.get(user) == password)
+        elif mechanism in SCRAM_MECHANISMS:
+            factories[mechanism] = partial(ScramServer, SCRAM_MECHANISMS[mechanism],
+                                           partial(credentials.get, mechanism))
+        else:
+            raise ConfigError(f"listener.name.{listener.lower()}.sasl.enabled.mechanisms",
+                              f"SASL mechanism {mechanism} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)")
+    if not factories:
+        raise ConfigError("sasl.enabled.mechanisms", f"no SASL mechanism is enabled on listener {listener}")
+    return SaslListenerConfig(
+        factories, config.listener_value(listener, "sasl.server.max.receive.size"),
+        {m: config.listener_value(listener, "connections.max.reauth.ms", m) for m in factories})
+
+
+def listener_security(config: KafkaConfig, endpoint: EndPoint, credentials: CredentialCache) -> ListenerSecurity:
+    """Build (and check) one listener's TLS context and SASL mechanisms; ConfigError names a bad key."""
+    protocol = endpoint.security_protocol
+    listener = endpoint.listener_name
+    context = server_context(SslSettings.for_listener(config, listener)) if protocol.endswith("SSL") else None
+    try:
+        mapper = SslPrincipalMapper(config.listener_value(listener, "ssl.principal.mapping.rules"))
+    except ValueError as exc:
+        raise ConfigError("ssl.principal.mapping.rules", str(exc)) from None
+    sasl = _sasl_config(config, listener, credentials) if protocol.startswith("SASL_") else None
+    return ListenerSecurity(endpoint, context, mapper, sasl, config.get("connection.failed.authentication.delay.ms"))

@@ -1,0 +1,1 @@
+"""Kafka's security on the broker: TLS, SASL, principals, the ACL authorizer and client quotas."""

@@ -1,0 +1,1 @@
+"""Kafka's ZooKeeper-mode ACL authorizer (``kafka.security.authorizer.AclAuthorizer``)."""

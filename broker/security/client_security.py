@@ -1,0 +1,163 @@
+"""How this broker connects to other brokers (Kafka's client-side channel builder for the
+inter-broker listener): TCP, then TLS for SSL/SASL_SSL (``ssl.*`` of the inter-broker listener,
+hostname checked per ``ssl.endpoint.identification.algorithm``), then SASL with
+``sasl.mechanism.inter.broker.protocol`` and the username/password of that listener's JAAS config.
+
+The SASL exchange is written once as a generator of (api key, version, request) that receives
+each response; ``connect_blocking`` (controller channel, controlled shutdown) and
+``open_connection`` (replica fetchers, AlterPartition) drive it over their kind of socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from broker.config import KafkaConfig
+from broker.config_defs import ConfigError
+from broker.security.jaas import JaasConfigError, parse_jaas_config
+from broker.security.sasl_mechanism import PLAIN, SaslError
+from broker.security.scram import SCRAM_MECHANISMS, ScramClient
+from broker.security.ssl_factory import SslSettings, client_context
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from protocol.framing import decode_response, encode_request
+from protocol.messages import Message, SaslAuthenticateRequest, SaslHandshakeRequest
+
+SASL_HANDSHAKE_VERSION = 1
+SASL_AUTHENTICATE_VERSION = 2
+SaslExchange = Generator[tuple[int, int, Message], Message, None]
+
+
+class AuthenticationFailed(ConnectionError):
+    """The peer refused our credentials (an OSError, so callers retry as on any connection failure)."""
+
+
+def _check(response: Message, what: str) -> Message:
+    if response.error_code:
+        message = getattr(response, "error_message", None) or Errors(response.error_code).name
+        raise AuthenticationFailed(f"{what} failed: {message}")
+    return response
+
+
+def sasl_exchange(mechanism: str, username: str, password: str) -> SaslExchange:
+    """The requests of one SASL login (SaslHandshake v1, then SaslAuthenticate) as a generator."""
+    _check((yield ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION, SaslHandshakeRequest(mechanism=mechanism)),
+           "SaslHandshake")
+
+    def authenticate(token: bytes) -> Any:
+        return (yield ApiKey.SASL_AUTHENTICATE, SASL_AUTHENTICATE_VERSION, SaslAuthenticateRequest(auth_bytes=token))
+
+    if mechanism == PLAIN:
+        _check((yield from authenticate(f"\0{username}\0{password}".encode())), "SASL/PLAIN authentication")
+        return
+    client = ScramClient(SCRAM_MECHANISMS[mechanism], username, password)
+    first = _check((yield from authenticate(client.first_message())), f"{mechanism} authentication")
+    final = _check((yield from authenticate(client.final_message(first.auth_bytes))), f"{mechanism} authentication")
+    try:
+        client.verify_final(final.auth_bytes)
+    except SaslError as exc:
+        raise AuthenticationFailed(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    username: str = ""
+    password: str = ""
+
+    @classmethod
+    def inter_broker(cls, config: KafkaConfig) -> ClientSecurity:
+        endpoint = config.inter_broker_endpoint
+        protocol, listener = endpoint.security_protocol, endpoint.listener_name
+        context = client_context(SslSettings.for_listener(config, listener)) if protocol.endswith("SSL") else None
+        if not protocol.startswith("SASL_"):
+            return cls(protocol, context)
+        mechanism = config.get("sasl.mechanism.inter.broker.protocol")
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        text = config.listener_value(listener, "sasl.jaas.config", mechanism)
+        if mechanism != PLAIN and mechanism not in SCRAM_MECHANISMS:
+            raise ConfigError("sasl.mechanism.inter.broker.protocol", f"SASL mechanism {mechanism} is not supported")
+        try:
+            options = parse_jaas_config(text)[0].options if text else {}
+        except JaasConfigError as exc:
+            raise ConfigError(key, str(exc)) from None
+        if "username" not in options or "password" not in options:
+            raise ConfigError(key, "the inter-broker JAAS config needs username and password")
+        return cls(protocol, context, mechanism, options["username"], options["password"])
+
+    # --- blocking sockets -------------------------------------------------------------------------
+    def connect_blocking(self, host: str, port: int, timeout: float, client_id: str) -> socket.socket:
+        """A connected, encrypted and authenticated socket; OSError (or AuthenticationFailed) if not."""
+        sock: socket.socket = socket.create_connection((host, port), timeout=timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.ssl_context is not None:
+                sock = self.ssl_context.wrap_socket(sock, server_hostname=host)
+            if self.sasl_mechanism is not None:
+                self._drive_blocking(sock, client_id)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _frames(self, client_id: str) -> Generator[tuple[bytes, int, int], Message, None]:
+        """The login's request frames (with api key and version); receives each decoded response."""
+        exchange = sasl_exchange(self.sasl_mechanism or "", self.username, self.password)
+        response: Message | None = None
+        correlation_id = 0
+        while True:
+            try:
+                api_key, version, request = exchange.send(response) if response is not None else next(exchange)
+            except StopIteration:
+                return
+            correlation_id += 1
+            response = yield encode_request(request, api_key, version, correlation_id, client_id), api_key, version
+
+    def _drive_blocking(self, sock: socket.socket, client_id: str) -> None:
+        from coordination.blocking_rpc import read_response
+
+        frames = self._frames(client_id)
+        frame, api_key, version = next(frames)
+        while True:
+            sock.sendall(frame)
+            try:
+                frame, api_key, version = frames.send(read_response(sock, api_key, version)[1])
+            except StopIteration:
+                return
+
+    # --- asyncio streams --------------------------------------------------------------------------
+    async def open_connection(self, host: str, port: int, client_id: str
+                              ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection(
+            host, port, ssl=self.ssl_context, server_hostname=host if self.ssl_context is not None else None)
+        try:
+            if self.sasl_mechanism is not None:
+                await self._drive_async(reader, writer, client_id)
+        except BaseException:
+            writer.close()
+            raise
+        return reader, writer
+
+    async def _drive_async(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+        frames = self._frames(client_id)
+        frame, api_key, version = next(frames)
+        while True:
+            writer.write(frame)
+            size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+            if size < 0:
+                raise ConnectionError(f"invalid response size {size}")
+            try:
+                frame, api_key, version = frames.send(decode_response(api_key, version,
+                                                                      await reader.readexactly(size))[1])
+            except StopIteration:
+                return
+
+
+PLAINTEXT = ClientSecurity()

@@ -1,0 +1,215 @@
+"""SSLContexts from Kafka's ``ssl.*`` settings (Kafka's DefaultSslEngineFactory), for one listener.
+
+Keystores: ``PEM`` (a file with the private key and certificate chain, or the inline
+``ssl.keystore.key`` / ``ssl.keystore.certificate.chain``) and ``PKCS12`` (read with
+``cryptography``); Java's ``JKS`` cannot be read here and is refused naming the key.
+Truststores: ``PEM`` (file or inline ``ssl.truststore.certificates``) and ``PKCS12``.
+Python's ``ssl`` loads keys only from files, so key material is passed through a private
+temporary file that is removed at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import ssl
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from broker.config import KafkaConfig
+from broker.config_defs import ConfigError
+
+CLIENT_AUTH_MODES = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
+_TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+                 "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+
+
+@dataclass(frozen=True)
+class SslSettings:
+    """The ``ssl.*`` values in force on one listener."""
+
+    listener: str
+    keystore_type: str
+    keystore_location: str | None
+    keystore_password: str | None
+    keystore_key: str | None
+    keystore_certificate_chain: str | None
+    key_password: str | None
+    truststore_type: str
+    truststore_location: str | None
+    truststore_password: str | None
+    truststore_certificates: str | None
+    client_auth: str
+    enabled_protocols: list[str]
+    cipher_suites: list[str]
+    endpoint_identification: str
+
+    @classmethod
+    def for_listener(cls, config: KafkaConfig, listener: str) -> SslSettings:
+        def get(key: str) -> object:
+            return config.listener_value(listener, key)
+
+        return cls(listener, str(get("ssl.keystore.type")).upper(), get("ssl.keystore.location"),  # type: ignore[arg-type]
+                   get("ssl.keystore.password"), get("ssl.keystore.key"),  # type: ignore[arg-type]
+                   get("ssl.keystore.certificate.chain"), get("ssl.key.password"),  # type: ignore[arg-type]
+                   str(get("ssl.truststore.type")).upper(), get("ssl.truststore.location"),  # type: ignore[arg-type]
+                   get("ssl.truststore.password"), get("ssl.truststore.certificates"),  # type: ignore[arg-type]
+                   str(get("ssl.client.auth")), list(get("ssl.enabled.protocols")),  # type: ignore[call-overload]
+                   list(get("ssl.cipher.suites")), str(get("ssl.endpoint.identification.algorithm") or ""))  # type: ignore[call-overload]
+
+    def key(self, name: str) -> str:
+        """The config key to name in an error (the listener-prefixed one when the listener sets it)."""
+        return f"listener.name.{self.listener.lower()}.{name}"
+
+
+@contextlib.contextmanager
+def _private_file(data: bytes) -> Iterator[str]:
+    fd, path = tempfile.mkstemp(prefix="kafka-ssl-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        yield path
+    finally:
+        os.unlink(path)
+
+
+def _read(settings: SslSettings, key: str, path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(settings.key(key), f"cannot read {path}: {exc.strerror}") from None
+
+
+def _pkcs12(settings: SslSettings, key: str, data: bytes, password: str | None) -> tuple[bytes, bytes, list[bytes]]:
+    """(PEM private key or b"", PEM certificate, PEM chain) from a PKCS12 store."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    try:
+        store = pkcs12.load_pkcs12(data, password.encode() if password else None)
+    except ValueError as exc:
+        raise ConfigError(settings.key(key), f"cannot load the PKCS12 store: {exc}") from None
+    pem = serialization.Encoding.PEM
+    private_key = b"" if store.key is None else store.key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    cert = b"" if store.cert is None else store.cert.certificate.public_bytes(pem)
+    return private_key, cert, [c.certificate.public_bytes(pem) for c in store.additional_certs]
+
+
+def _load_keystore(context: ssl.SSLContext, settings: SslSettings) -> bool:
+    """Load the key and certificate chain into ``context``; False when no keystore is configured."""
+    if settings.keystore_key or settings.keystore_certificate_chain:
+        if settings.keystore_type != "PEM":
+            raise ConfigError(settings.key("ssl.keystore.type"), "inline keys need ssl.keystore.type=PEM")
+        if not (settings.keystore_key and settings.keystore_certificate_chain):
+            raise ConfigError(settings.key("ssl.keystore.key"),
+                              "ssl.keystore.key and ssl.keystore.certificate.chain must be set together")
+        material = (settings.keystore_certificate_chain + "\n" + settings.keystore_key).encode()
+        password = settings.key_password
+    elif settings.keystore_location:
+        data = _read(settings, "ssl.keystore.location", settings.keystore_location)
+        if settings.keystore_type == "PEM":
+            material, password = data, settings.key_password
+        elif settings.keystore_type == "PKCS12":
+            key, cert, chain = _pkcs12(settings, "ssl.keystore.location", data, settings.keystore_password)
+            material, password = key + cert + b"".join(chain), None
+        else:
+            raise ConfigError(settings.key("ssl.keystore.type"),
+                              f"keystore type {settings.keystore_type} is not supported; use PKCS12 or PEM")
+    else:
+        return False
+    with _private_file(material) as path:
+        try:
+            context.load_cert_chain(path, password=password)
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(settings.key("ssl.keystore.location"),
+                              f"cannot load the key and certificate: {exc}") from None
+    return True
+
+
+def _load_truststore(context: ssl.SSLContext, settings: SslSettings, purpose: ssl.Purpose) -> None:
+    if settings.truststore_certificates:
+        cadata = settings.truststore_certificates
+    elif settings.truststore_location:
+        data = _read(settings, "ssl.truststore.location", settings.truststore_location)
+        if settings.truststore_type == "PEM":
+            cadata = data.decode("ascii", "replace")
+        elif settings.truststore_type == "PKCS12":
+            _, cert, chain = _pkcs12(settings, "ssl.truststore.location", data, settings.truststore_password)
+            cadata = (cert + b"".join(chain)).decode()
+        else:
+            raise ConfigError(settings.key("ssl.truststore.type"),
+                              f"truststore type {settings.truststore_type} is not supported; use PKCS12 or PEM")
+    else:
+        context.load_default_certs(purpose)  # Java falls back to the JRE's cacerts
+        return
+    try:
+        context.load_verify_locations(cadata=cadata)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ConfigError(settings.key("ssl.truststore.location"), f"cannot load the trusted certificates: {exc}") from None
+
+
+def openssl_cipher_name(java_name: str) -> str:
+    """IANA/Java suite name -> OpenSSL's (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 -> ECDHE-RSA-AES128-GCM-SHA256)."""
+    if "_WITH_" not in java_name:
+        return java_name
+    exchange, cipher = java_name.removeprefix("TLS_").removeprefix("SSL_").split("_WITH_", 1)
+    parts = cipher.split("_")
+    if parts[0] in ("AES", "CAMELLIA", "ARIA") and len(parts) > 1:
+        parts[:2] = [parts[0] + parts[1]]
+    if parts[0] == "CHACHA20" and parts[-1].startswith("SHA"):
+        parts.pop()  # OpenSSL's CHACHA20 names carry no hash
+    parts = [p for p in parts if p != "CBC"]  # nor the CBC mode
+    prefix = "" if exchange == "RSA" else exchange.replace("_", "-") + "-"
+    return prefix + "-".join(parts)
+
+
+def _apply_protocols_and_ciphers(context: ssl.SSLContext, settings: SslSettings) -> None:
+    versions = sorted(_TLS_VERSIONS[p] for p in settings.enabled_protocols if p in _TLS_VERSIONS)
+    if not versions:
+        raise ConfigError(settings.key("ssl.enabled.protocols"), "no supported TLS protocol is enabled")
+    context.minimum_version, context.maximum_version = versions[0], versions[-1]
+    tls12 = [openssl_cipher_name(c) for c in settings.cipher_suites if not c.startswith("TLS_AES_")
+             and not c.startswith("TLS_CHACHA20_")]
+    if tls12:
+        try:
+            context.set_ciphers(":".join(tls12))
+        except ssl.SSLError:
+            raise ConfigError(settings.key("ssl.cipher.suites"),
+                              f"none of {', '.join(settings.cipher_suites)} is available") from None
+        if len(tls12) == len(settings.cipher_suites) and context.maximum_version == ssl.TLSVersion.TLSv1_3:
+            # Only TLS 1.2 suites were named: TLS 1.3 (whose suites Python cannot restrict) stays off.
+            context.maximum_version = max(min(versions[-1], ssl.TLSVersion.TLSv1_2), versions[0])
+
+
+def _base_context(protocol: int, settings: SslSettings) -> ssl.SSLContext:
+    context = ssl.SSLContext(protocol)
+    context.options |= ssl.OP_NO_RENEGOTIATION | ssl.OP_NO_COMPRESSION
+    _apply_protocols_and_ciphers(context, settings)
+    return context
+
+
+def server_context(settings: SslSettings) -> ssl.SSLContext:
+    """The listener's server side: its keystore is required; client certificates per ssl.client.auth."""
+    if settings.client_auth not in CLIENT_AUTH_MODES:
+        raise ConfigError(settings.key("ssl.client.auth"), f"invalid value {settings.client_auth}")
+    context = _base_context(ssl.PROTOCOL_TLS_SERVER, settings)
+    if not _load_keystore(context, settings):
+        raise ConfigError(settings.key("ssl.keystore.location"),
+                          f"an SSL listener ({settings.listener}) needs a keystore")
+    context.verify_mode = CLIENT_AUTH_MODES[settings.client_auth]
+    if context.verify_mode != ssl.CERT_NONE:
+        _load_truststore(context, settings, ssl.Purpose.CLIENT_AUTH)
+    return context
+
+
+def client_context(settings: SslSettings) -> ssl.SSLContext:
+    """This broker connecting to another (inter-broker listener): verify the peer, present our keystore."""
+    context = _base_context(ssl.PROTOCOL_TLS_CLIENT, settings)
+    context.check_hostname = settings.endpoint_identification.lower() == "https"
+    context.verify_mode = ssl.CERT_REQUIRED
+    _load_keystore(context, settings)
+    _load_truststore(context, settings, ssl.Purpose.SERVER_AUTH)
+    return context

@@ -1,0 +1,153 @@
+"""Client quotas: stored as Kafka stores them, described with Kafka's filters, and enforced: a
+producer or consumer over its byte rate is slowed to it (the response carries throttle_time_ms and
+the connection is muted), others are not. Short quota windows keep the test short; the rate bound
+asserted is generous, as the machine is shared."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from protocol.api_keys import ApiKey
+from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+pytestmark = pytest.mark.integration
+
+BOUND = 400_000  # bytes/s
+VALUE = b"v" * 1000
+
+
+@pytest.fixture(scope="module")
+def quota_broker(shared_zookeeper, tmp_path_factory):
+    import uuid
+
+    from tests.harness.broker import BrokerProcess
+
+    zk_connect = shared_zookeeper.connect_string_with_chroot(f"quotas-{uuid.uuid4().hex[:8]}")
+    broker = BrokerProcess(zk_connect, 0, tmp_path_factory.mktemp("quotas"),
+                           {"quota.window.num": "3", "quota.window.size.seconds": "1"})
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def _alter(broker, entity: dict[str, str | None], ops: dict[str, float | None]) -> list:
+    R = AlterClientQuotasRequest
+    body = R(entries=[R.EntryData(
+        entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
+        ops=[R.OpData(key=k, value=v or 0.0, remove=v is None) for k, v in ops.items()])], validate_only=False)
+    return [e.error_code for e in broker.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, body).entries]
+
+
+def _produce(broker, client_id: str, topic: str, count: int, throttles: list[int]) -> float:
+    """Seconds to produce ``count`` messages (acks=1); throttle times reported to the client go to ``throttles``."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": client_id, "linger.ms": 5,
+                         "batch.size": 64_000, "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    start = time.monotonic()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, VALUE)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    elapsed = time.monotonic() - start
+    producer.poll(0.5)  # deliver the last throttle callbacks
+    return elapsed
+
+
+def test_quotas_are_stored_and_described_as_kafka_does(quota_broker) -> None:
+    assert _alter(quota_broker, {"client-id": "slow"}, {"producer_byte_rate": BOUND}) == [0]
+    assert _alter(quota_broker, {"user": None}, {"request_percentage": 250.0}) == [0]
+    assert _alter(quota_broker, {"user": "alice", "client-id": None}, {"consumer_byte_rate": 1e6}) == [0]
+    assert _alter(quota_broker, {"client-id": "x"}, {"producer_byte_rate": 1.5}) == [42]  # INVALID_REQUEST
+    from coordination.kafka_zk_client import KafkaZkClient
+
+    zk = KafkaZkClient.connect(quota_broker.zk_connect, 10000)
+    try:
+        assert json.loads(zk.zk.get_data("/config/clients/slow")[0]) == {
+            "version": 1, "config": {"producer_byte_rate": str(BOUND)}}
+        assert json.loads(zk.zk.get_data("/config/users/<default>")[0])["config"] == {"request_percentage": "250.0"}
+        assert json.loads(zk.zk.get_data("/config/users/alice/clients/<default>")[0])["config"] == {
+            "consumer_byte_rate": "1000000"}
+    finally:
+        zk.close()
+    D = DescribeClientQuotasRequest
+    described = quota_broker.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, D(components=[
+        D.ComponentData(entity_type="user", match_type=2, match=None)], strict=False))
+    entities = {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+                for entry in described.entries}
+    assert entities == {(("user", None),): {"request_percentage": 250.0},
+                        (("user", "alice"), ("client-id", None)): {"consumer_byte_rate": 1e6}}
+    assert _alter(quota_broker, {"user": None}, {"request_percentage": None}) == [0]
+
+
+def test_a_producer_over_its_byte_rate_is_slowed_to_it(quota_broker) -> None:
+    quota_broker.create_topic("quota-produce")
+    assert _alter(quota_broker, {"client-id": "slow"}, {"producer_byte_rate": BOUND}) == [0]
+    time.sleep(0.5)  # the config change notification reaches the broker
+    slow_throttles: list[int] = []
+    slow = _produce(quota_broker, "slow", "quota-produce", 2500, slow_throttles)
+    fast_throttles: list[int] = []
+    fast = _produce(quota_broker, "fast", "quota-produce", 2500, fast_throttles)
+    slow_rate, fast_rate = 2500 * len(VALUE) / slow, 2500 * len(VALUE) / fast
+    assert any(t > 0 for t in slow_throttles) and not any(fast_throttles)
+    # The first window lets a burst through, so the average stays a little above the bound.
+    assert 0.5 * BOUND < slow_rate < 1.6 * BOUND, slow_rate
+    assert fast_rate > 2 * slow_rate, (fast_rate, slow_rate)
+
+
+def test_a_consumer_over_its_byte_rate_is_slowed_to_it(quota_broker) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    quota_broker.create_topic("quota-fetch")
+    _produce(quota_broker, "loader", "quota-fetch", 2500, [])
+    assert _alter(quota_broker, {"client-id": "slow-reader"}, {"consumer_byte_rate": BOUND}) == [0]
+    time.sleep(0.5)
+
+    def consume(client_id: str) -> float:
+        consumer = Consumer({"bootstrap.servers": quota_broker.bootstrap, "client.id": client_id,
+                             "group.id": client_id, "enable.auto.commit": False})
+        consumer.assign([TopicPartition("quota-fetch", 0, 0)])
+        start, got = time.monotonic(), 0
+        while got < 2500 and time.monotonic() - start < 60:
+            got += len(consumer.consume(500, 0.5))
+        elapsed = time.monotonic() - start
+        consumer.close()
+        assert got == 2500
+        return elapsed
+
+    slow_rate = 2500 * len(VALUE) / consume("slow-reader")
+    fast_rate = 2500 * len(VALUE) / consume("fast-reader")
+    assert 0.4 * BOUND < slow_rate < 1.6 * BOUND, slow_rate
+    assert fast_rate > 2 * slow_rate, (fast_rate, slow_rate)
+
+
+def test_controller_mutation_rate(quota_broker) -> None:
+    from coordination.blocking_rpc import send_request
+    from protocol.errors import Errors
+    from protocol.messages import CreateTopicsRequest
+
+    assert _alter(quota_broker, {"client-id": "mutator"}, {"controller_mutation_rate": 10.0}) == [0]
+    time.sleep(0.5)
+
+    def create(name: str, partitions: int) -> object:
+        body = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])],
+            timeout_ms=0, validate_only=False)
+        return send_request("127.0.0.1", quota_broker.port, body, ApiKey.CREATE_TOPICS, 6, "mutator", 10)
+
+    # The bucket holds 11 windows of 10 partitions/s: 150 partitions empty it and throttle the answer,
+    first = create("mutations-a", 150)
+    assert first.topics[0].error_code in (Errors.NONE, Errors.REQUEST_TIMED_OUT) and first.throttle_time_ms > 0
+    # and from v6 on the next mutation is refused outright until the bucket refills.
+    second = create("mutations-b", 1)
+    assert second.topics[0].error_code == Errors.THROTTLING_QUOTA_EXCEEDED
+    assert second.throttle_time_ms > 0
