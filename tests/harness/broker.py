@@ -45,11 +45,13 @@ def _request(host: str, port: int, api_key: int, version: int, body: Any, timeou
 
 
 class BrokerProcess:
+    dir_prefix = "broker"  # the process's directory under tmp_dir is <dir_prefix>-<broker_id>
+
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
                  overrides: Mapping[str, str] | None = None, port: int | None = None) -> None:
         self.zk_connect = zk_connect
         self.broker_id = broker_id
-        self.dir = Path(tmp_dir) / f"broker-{broker_id}"
+        self.dir = Path(tmp_dir) / f"{self.dir_prefix}-{broker_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._port_chosen_here = port is None
         self.port = port or free_port()
@@ -75,6 +77,14 @@ class BrokerProcess:
         props.update(self.overrides)
         return props
 
+    def command(self) -> list[str]:
+        """The process that serves ``config_path`` (a subclass runs another broker on the same config)."""
+        return [sys.executable, "-m", "broker", str(self.config_path)]
+
+    def environment(self) -> dict[str, str] | None:
+        """The process's environment; None inherits the test's."""
+        return None
+
     def start(self, timeout: float = 30.0) -> None:
         """Start and wait until serving; a port taken meanwhile by another process is replaced."""
         for _ in range(3):
@@ -90,9 +100,8 @@ class BrokerProcess:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "broker", str(self.config_path)],
-                cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=die_with_parent,
+                self.command(), cwd=REPO_ROOT, env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
