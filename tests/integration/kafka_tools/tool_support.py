@@ -1,0 +1,107 @@
+"""Running one of Kafka's tools against our broker and against real Kafka side by side.
+
+``SideBySide.same(tool, args)`` runs ``bin/<tool>.sh`` against both brokers at once (``{bootstrap}``
+in an argument is each side's address), normalises what legitimately differs between two clusters
+(addresses, log dirs, topic ids, member ids, timestamps) and fails showing both outputs when they
+still differ; it returns our (normalised) output for the test to check what it says.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import uuid
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from tests.harness.broker import BrokerProcess
+from tests.harness.kafka_cli import KafkaCli
+
+# (pattern, replacement) pairs applied to every output before comparing.
+_COMMON_NORMALISATIONS: tuple[tuple[str, str], ...] = (
+    (r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] ", "[TS] "),       # log4j line prefix
+    (r"TopicId: [A-Za-z0-9_-]{22}", "TopicId: ID"),
+    (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "UUID"),  # member ids
+    (r"(CreateTime|LogAppendTime):\s?\d+", r"\1:TS"),
+)
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test uses (the same name on both sides)."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Outcome:
+    """A tool's exit code and normalised output."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def lines(self) -> list[str]:
+        return self.stdout.splitlines()
+
+
+@dataclass
+class SideBySide:
+    """Our brokers and Kafka's (the same number, the same ids) and the tools to run against them."""
+
+    cli: KafkaCli
+    ours: Sequence[BrokerProcess]
+    kafka: Sequence[BrokerProcess]
+
+    def side(self, side: int) -> Sequence[BrokerProcess]:
+        return self.ours if side == 0 else self.kafka
+
+    def bootstrap(self, side: int) -> str:
+        return ",".join(broker.bootstrap for broker in self.side(side))
+
+    def normalise(self, text: str, side: int, extra: Iterable[tuple[str, str]] = ()) -> str:
+        text = text.replace(self.bootstrap(side), "BOOTSTRAP")
+        for broker in self.side(side):
+            text = text.replace(broker.bootstrap, f"BROKER{broker.broker_id}").replace(str(broker.log_dir), "LOGDIR")
+        for pattern, replacement in (*_COMMON_NORMALISATIONS, *extra):
+            text = re.sub(pattern, replacement, text, flags=re.MULTILINE)
+        return text
+
+    def run_one(self, side: int, tool: str, args: Sequence[str], *, input: str | None = None,
+                timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """The tool against one side; ``{bootstrap}`` in an argument becomes that side's address,
+        ``{log_dir}`` its (first) broker's log dir."""
+        log_dir = str(self.side(side)[0].log_dir)
+        formatted = [a.replace("{bootstrap}", self.bootstrap(side)).replace("{log_dir}", log_dir) for a in args]
+        return self.cli.run(tool, formatted, input=input, timeout=timeout, check=False)
+
+    def run(self, tool: str, args: Sequence[str], *, input: str | None = None, timeout: float = 60.0,
+            normalise: Iterable[tuple[str, str]] = ()) -> tuple[Outcome, Outcome]:
+        """(ours, kafka): the tool against both at the same time, outputs normalised."""
+        extra = tuple(normalise)
+        with ThreadPoolExecutor(2) as pool:
+            runs = [pool.submit(self.run_one, side, tool, args, input=input, timeout=timeout) for side in (0, 1)]
+            done = [r.result() for r in runs]
+        ours, kafka = (Outcome(d.returncode, self.normalise(d.stdout, side, extra), self.normalise(d.stderr, side, extra))
+                       for side, d in enumerate(done))
+        return ours, kafka
+
+    def same(self, tool: str, args: Sequence[str], *, input: str | None = None, timeout: float = 60.0,
+             normalise: Iterable[tuple[str, str]] = (), stderr: bool = False, sort: bool = False,
+             only: str | None = None, ok: bool = True) -> Outcome:
+        """Run against both; exit codes and stdout (and stderr with ``stderr``) must match after
+        normalising (lines sorted with ``sort``, for tools that print in hash order; only the lines
+        containing ``only`` when the cluster holds more than the test's own). With ``ok`` the tool
+        must also succeed. Returns our outcome."""
+        ours, kafka = self.run(tool, args, input=input, timeout=timeout, normalise=normalise)
+        if only is not None:
+            ours, kafka = (Outcome(o.returncode, "".join(line + "\n" for line in o.lines() if only in line), o.stderr)
+                           for o in (ours, kafka))
+        report = (f"{tool} {' '.join(args)}\n--- ours (exit {ours.returncode}) ---\n{ours.stdout}\n{ours.stderr}"
+                  f"\n--- kafka (exit {kafka.returncode}) ---\n{kafka.stdout}\n{kafka.stderr}")
+        if ok:
+            assert kafka.returncode == 0, report
+        assert ours.returncode == kafka.returncode, report
+        key = sorted if sort else list
+        assert key(ours.lines()) == key(kafka.lines()), report
+        if stderr:
+            assert key(ours.stderr.splitlines()) == key(kafka.stderr.splitlines()), report
+        return ours
