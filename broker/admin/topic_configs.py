@@ -64,11 +64,26 @@ def _throttled_replicas(items: list[str]) -> str | None:
     return "must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],..."
 
 
-_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
+# Kafka 3.9's MetadataVersion: releases with their number of internal versions (IV0, IV1, ...).
+_RELEASE_IVS = {
+    "0.10.0": 2, "0.10.1": 3, "0.10.2": 1, "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2,
+    "2.3": 2, "2.4": 2, "2.5": 1, "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1,
+    "3.5": 3, "3.6": 3, "3.7": 5, "3.8": 1, "3.9": 1, "4.0": 2,
+}
+_UNRELEASED = "4.0"  # its internal versions exist in 3.9, the short version does not
+METADATA_VERSIONS = frozenset(
+    ["0.8.0", "0.8.1", "0.8.2", "0.9.0"]
+    + [f"{release}-IV{i}" for release, count in _RELEASE_IVS.items() for i in range(count)]
+    + [release for release in _RELEASE_IVS if release != _UNRELEASED]
+)
 
 
 def _message_format_version(v: str) -> str | None:
-    return None if _VERSION.match(v) else f"Version `{v}` is not a valid version"
+    """Kafka's MetadataVersion.fromVersionString: extra segments are ignored ("0.10.0.1" is 0.10.0)."""
+    segments = v.split(".")
+    kept = 3 if v.startswith("0.") else 2
+    key = v if kept >= len(segments) else ".".join(segments[:kept])
+    return None if key in METADATA_VERSIONS else f"Version {v} is not a valid version"
 
 
 @dataclass(frozen=True, slots=True)

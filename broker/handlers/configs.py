@@ -70,7 +70,7 @@ def describe_error_response(request: Request, error: Errors) -> DescribeConfigsR
     ])
 
 
-def _to_wire(entry: ConfigEntry, version: int, include_synonyms: bool) -> DescribeEntry:
+def _to_wire(entry: ConfigEntry, version: int, include_synonyms: bool, include_documentation: bool) -> DescribeEntry:
     out = DescribeEntry(name=entry.name, value=entry.value, read_only=entry.read_only, is_sensitive=entry.is_sensitive)
     if version == 0:
         out.is_default = entry.source == ConfigSource.DEFAULT_CONFIG
@@ -80,6 +80,8 @@ def _to_wire(entry: ConfigEntry, version: int, include_synonyms: bool) -> Descri
         out.synonyms = [DescribeSynonym(name=s.name, value=s.value, source=int(s.source)) for s in entry.synonyms]
     if version >= 3:
         out.config_type = entry.config_type
+        if not include_documentation:
+            out.documentation = None  # Kafka's null when not asked for
     return out
 
 
@@ -116,7 +118,8 @@ async def handle_describe_configs(services: BrokerServices, request: Request) ->
         result = DescribeResult(resource_type=resource.resource_type, resource_name=resource.resource_name, configs=[])
         try:
             entries = await _describe_entries(services, resource)
-            result.configs = [_to_wire(e, version, include_synonyms) for e in entries]
+            result.configs = [_to_wire(e, version, include_synonyms, version >= 3 and body.include_documentation)
+                              for e in entries]
         except (KafkaApiError, CoordinationError) as exc:
             error, message = api_error(exc)
             result.error_code, result.error_message = int(error), message
@@ -127,10 +130,10 @@ async def handle_describe_configs(services: BrokerServices, request: Request) ->
 # --- AlterConfigs and IncrementalAlterConfigs ------------------------------------------------------
 
 
-def _invalid_value(resource: Any, message: str) -> KafkaApiError:
-    """ConfigException in Kafka's alterConfigs: INVALID_REQUEST naming the resource."""
+def _invalid_topic_value(resource: Any, message: str) -> KafkaApiError:
+    """A topic value Kafka's alterConfigs rejects: INVALID_CONFIG naming the resource."""
     where = describe_resource(resource.resource_type, resource.resource_name)
-    return KafkaApiError(Errors.INVALID_REQUEST, f"Invalid config value for resource {where}: {message}")
+    return KafkaApiError(Errors.INVALID_CONFIG, f"Invalid config value for resource {where}: {message}")
 
 
 async def _alter_topic(services: BrokerServices, resource: Any, props: dict[str, str], validate_only: bool) -> None:
@@ -142,7 +145,7 @@ async def _alter_topic(services: BrokerServices, resource: Any, props: dict[str,
     except TopicConfigError as exc:
         if exc.unknown_name:
             raise KafkaApiError(Errors.INVALID_CONFIG, str(exc)) from None
-        raise _invalid_value(resource, str(exc)) from None
+        raise _invalid_topic_value(resource, str(exc)) from None
     if not validate_only:
         log.info("Updating topic %s with new configuration : %s", topic, props)
         await services.pool.run_blocking(services.admin_zk.change_configs, "topics", topic, props)
@@ -154,8 +157,8 @@ async def _alter_broker(
     dyn = await current_dynamic_config(services)
     try:
         dyn.validate(props, per_broker=broker_id is not None)
-    except DynamicConfigError as exc:
-        raise _invalid_value(resource, str(exc)) from None
+    except DynamicConfigError as exc:  # Kafka: INVALID_REQUEST with the ConfigException's own message
+        raise KafkaApiError(Errors.INVALID_REQUEST, str(exc)) from None
     if not validate_only:
         entity = DEFAULT_ENTITY if broker_id is None else str(broker_id)
         log.info("Updating broker config %s with new configuration : %s", entity, props)
@@ -202,13 +205,13 @@ def _broker_list_default(name: str) -> str:
     return to_config_string(CONFIG_KEYS[name].default, ConfigType.LIST) or ""
 
 
-def _alter_loggers(resource: Any, ops: list[AlterOp], validate_only: bool) -> None:
+def _alter_loggers(ops: list[AlterOp], validate_only: bool) -> None:
     for name, op, value in ops:
         if op in (OpType.SET, OpType.DELETE) and not broker_loggers.logger_exists(name):
-            raise _invalid_value(resource, f"Logger {name} does not exist!")
+            raise KafkaApiError(Errors.INVALID_CONFIG, f"Logger {name} does not exist!")
         if op == OpType.SET and value not in broker_loggers.VALID_LOG_LEVELS:
-            raise _invalid_value(
-                resource,
+            raise KafkaApiError(
+                Errors.INVALID_CONFIG,
                 f"Cannot set the log level of {name} to {value} as it is not a supported log level. "
                 f"Valid log levels are {', '.join(broker_loggers.VALID_LOG_LEVELS)}",
             )
@@ -243,7 +246,7 @@ async def _incremental_alter(services: BrokerServices, resource: Any, validate_o
         await _alter_broker(services, resource, broker_id, props, validate_only)
     elif kind == ResourceType.BROKER_LOGGER:
         _broker_id_of(services, resource.resource_name)
-        _alter_loggers(resource, ops, validate_only)
+        _alter_loggers(ops, validate_only)
     else:
         raise _unsupported(resource)
 
