@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from broker.config import KafkaConfig
-from broker.config_defs import CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigError
+from broker.config_defs_unsupported import UNSUPPORTED_DYNAMIC_CONFIGS
+from broker.config_defs import CONFIG_KEYS, LONG_MAX, TOPIC_CONFIG_SYNONYMS, ConfigError, ConfigKey, ConfigType, at_least
 from coordination.zk_admin_data import DEFAULT_ENTITY
 from storage.log_config import broker_defaults
 
@@ -38,7 +39,16 @@ DYNAMIC_CONFIGS = frozenset(
         "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second",
         "log.cleaner.backoff.ms", "producer.id.expiration.ms", "transaction.partition.verification.enable",
     }
+    | UNSUPPORTED_DYNAMIC_CONFIGS
 )
+
+
+# Kafka's DynamicConfig.Broker: broker-level dynamic keys outside KafkaConfig (replication throttles).
+QUOTA_CONFIG_KEYS = {
+    name: ConfigKey(name, ConfigType.LONG, LONG_MAX, at_least(0))
+    for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                 "replica.alter.log.dirs.io.max.bytes.per.second")
+}
 
 
 class DynamicConfigError(ValueError):
@@ -96,12 +106,12 @@ class DynamicBrokerConfig:
         if non_dynamic:
             raise DynamicConfigError(f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}")
         for name, value in props.items():
-            if name in CONFIG_KEYS:
+            key = CONFIG_KEYS.get(name) or QUOTA_CONFIG_KEYS.get(name)
+            if key is not None:
                 try:
-                    CONFIG_KEYS[name].parse(value)
+                    key.parse(value)
                 except ConfigError as exc:
-                    reason = _reason(exc)
-                    raise DynamicConfigError(f"Invalid value {value} for configuration {name}: {reason}") from None
+                    raise DynamicConfigError(str(exc)) from None
         if not per_broker:
             only_per_broker = set(props) & PER_BROKER_CONFIGS
             if only_per_broker:
@@ -146,12 +156,6 @@ def _raw(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     return str(value)
-
-
-def _reason(exc: ConfigError) -> str:
-    text = str(exc)
-    prefix = f"{exc.key}: "
-    return text[len(prefix):] if text.startswith(prefix) else text
 
 
 async def current_dynamic_config(services: BrokerServices) -> DynamicBrokerConfig:
