@@ -14,6 +14,9 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from protocol.api_keys import ApiKey
+from protocol.messages import ProduceRequest
+from protocol.records.builder import RecordBatchBuilder
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_cli import KafkaCli
 
@@ -29,6 +32,23 @@ _COMMON_NORMALISATIONS: tuple[tuple[str, str], ...] = (
 def unique(prefix: str) -> str:
     """A topic or group name no other test uses (the same name on both sides)."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def timed_batch(records: Sequence[tuple[int, bytes, bytes]], codec: int = 0) -> bytes:
+    """One record batch of (timestamp, key, value) records, the same bytes for both sides."""
+    builder = RecordBatchBuilder(magic=2, compression=codec)
+    for timestamp, key, value in records:
+        builder.append(timestamp, key, value)
+    return bytes(builder.build())
+
+
+def produce_batches(broker: BrokerProcess, topic: str, batches: Iterable[bytes], partition: int = 0) -> None:
+    """Each batch in its own Produce request (acks=all), so both sides store the same batches."""
+    for batch in batches:
+        request = ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[ProduceRequest.TopicProduceData(
+            name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
+        answer = broker.request(ApiKey.PRODUCE, 9, request).responses[0].partition_responses[0]
+        assert answer.error_code == 0, f"{broker} refused a batch for {topic}: {answer}"
 
 
 @dataclass
