@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from broker.admin.dynamic_broker_config import DYNAMIC_CONFIGS, DynamicBrokerConfig, synonym_group
+from broker.admin.dynamic_broker_config import DYNAMIC_CONFIGS, QUOTA_CONFIG_KEYS, DynamicBrokerConfig, synonym_group
 from broker.admin.topic_configs import TOPIC_CONFIG_DEFS, to_config_string
 from broker.config import KafkaConfig
 from broker.config_defs import CONFIG_KEYS, INTERNAL_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigType
@@ -150,7 +150,7 @@ def describe_broker(
     for name in kafka_map_order(raw_values):
         if names is not None and name not in names:
             continue
-        key = CONFIG_KEYS.get(name)
+        key = CONFIG_KEYS.get(name) or QUOTA_CONFIG_KEYS.get(name)
         config_type: int = int(key.type) if key is not None else UNKNOWN_TYPE
         raw = raw_values[name]
         # Kafka cannot know whether an unknown key is a password: it hides its value too.
