@@ -104,6 +104,7 @@ class KafkaServer:
             flush_start_offset_checkpoint_interval_ms=config.log_flush_start_offset_checkpoint_interval_ms,
             high_watermark_checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
             producer_id_expiration_ms=config.producer_id_expiration_ms,
+            initial_task_delay_ms=config.get("log.initial.task.delay.ms"),
         )
         await loop.run_in_executor(None, log_manager.startup, broker_id, cluster_id)
         self.log_manager = log_manager

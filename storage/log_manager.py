@@ -58,6 +58,7 @@ class LogManager:
         high_watermark_checkpoint_interval_ms: int = 5000,
         producer_id_expiration_ms: int = 86400000,
         broker_epoch: int = -1,
+        initial_task_delay_ms: int = 30000,
     ) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config or LogConfig()
@@ -71,6 +72,8 @@ class LogManager:
         }
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.broker_epoch = broker_epoch
+        # Kafka's log.initial.task.delay.ms: when retention, flushes and the log checkpoints first run.
+        self.initial_task_delay_ms = initial_task_delay_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._lock = threading.RLock()
@@ -309,12 +312,14 @@ class LogManager:
         if self._scheduler is not None:
             return
         self._stop.clear()
-        last_run = {name: now_ms() for name in self.intervals}
+        start = now_ms()
+        next_run = {name: start + (interval if name == "high_watermark_checkpoint" else self.initial_task_delay_ms)
+                    for name, interval in self.intervals.items()}
 
         def run() -> None:
             while not self._stop.wait(tick_ms / 1000):
                 current = now_ms()
-                due = {name for name, interval in self.intervals.items() if current - last_run[name] >= interval}
+                due = {name for name, at in next_run.items() if current >= at}
                 for name, task in self._tasks():
                     if name in due:
                         try:
@@ -322,7 +327,7 @@ class LogManager:
                         except Exception:  # noqa: BLE001 - a failing task must not stop the others
                             log.exception("log manager task %s failed", name)
                 for name in due:
-                    last_run[name] = current
+                    next_run[name] = current + self.intervals[name]
 
         self._scheduler = threading.Thread(target=run, name="log-manager-scheduler", daemon=True)
         self._scheduler.start()
