@@ -14,7 +14,7 @@ from protocol.api_keys import ApiKey
 from protocol.messages import ApiVersionsRequest
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_cli import KafkaCli
-from tests.integration.kafka_tools.tool_support import SideBySide, unique
+from tests.integration.kafka_tools.tool_support import SideBySide, create_topic, unique
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +57,7 @@ def _events(output: str) -> list[dict[str, Any]]:
 
 def test_verifiable_producer_and_consumer(cli: KafkaCli, ours: BrokerProcess) -> None:
     topic, group = unique("verifiable"), unique("verifiable")
-    cli.run("kafka-topics", ["--bootstrap-server", ours.bootstrap, "--create", "--topic", topic, "--partitions", "2"])
+    create_topic([ours], topic, partitions=2)
     produced = _events(cli.run("kafka-verifiable-producer", [
         "--bootstrap-server", ours.bootstrap, "--topic", topic, "--max-messages", "200", "--acks", "-1",
         "--value-prefix", "7"]).stdout)
@@ -88,7 +88,7 @@ def test_verifiable_producer_and_consumer(cli: KafkaCli, ours: BrokerProcess) ->
 
 def test_perf_tools(cli: KafkaCli, ours: BrokerProcess) -> None:
     topic = unique("perf")
-    cli.run("kafka-topics", ["--bootstrap-server", ours.bootstrap, "--create", "--topic", topic, "--partitions", "2"])
+    create_topic([ours], topic, partitions=2)
     produced = cli.run("kafka-producer-perf-test", [
         "--topic", topic, "--num-records", "3000", "--record-size", "200", "--throughput", "-1",
         "--producer-props", f"bootstrap.servers={ours.bootstrap}", "acks=all", "compression.type=lz4"])

@@ -12,14 +12,9 @@ pytestmark = pytest.mark.integration
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
-def _create(sides: SideBySide, topic: str, partitions: int = 1) -> None:
-    sides.same("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--create", "--topic", topic,
-                                "--partitions", str(partitions)])
-
-
 def test_keys_headers_and_what_the_consumer_prints(sides: SideBySide) -> None:
     topic = unique("console-keys")
-    _create(sides, topic)
+    sides.create_topic(topic)
     events = "\n".join([
         "source:web,trace:1\tuser-1\tsigned up",
         "source:app\tuser-2\tlogged in",
@@ -45,7 +40,7 @@ def test_keys_headers_and_what_the_consumer_prints(sides: SideBySide) -> None:
 
 def test_every_codec_through_the_idempotent_producer(sides: SideBySide) -> None:
     topic = unique("console-codecs")
-    _create(sides, topic)
+    sides.create_topic(topic)
     for codec in CODECS:
         sides.same("kafka-console-producer", ["--bootstrap-server", "{bootstrap}", "--topic", topic,
                                               "--compression-codec", codec],
@@ -67,7 +62,7 @@ def test_every_codec_through_the_idempotent_producer(sides: SideBySide) -> None:
 
 def test_a_group_resumes_where_it_committed(sides: SideBySide) -> None:
     topic, group = unique("console-group"), unique("console-group")
-    _create(sides, topic, partitions=2)
+    sides.create_topic(topic, partitions=2)
     sides.same("kafka-console-producer", ["--bootstrap-server", "{bootstrap}", "--topic", topic,
                                           "--property", "parse.key=true", "--property", "key.separator=:"],
                input="".join(f"k{i % 2}:event-{i}\n" for i in range(6)))

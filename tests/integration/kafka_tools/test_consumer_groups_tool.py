@@ -4,6 +4,7 @@ groups that consumed with the console consumer and for a group with a live membe
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,23 +13,22 @@ from protocol.api_keys import ApiKey
 from protocol.messages import DescribeGroupsRequest
 from tests.harness.broker import BrokerProcess
 from tests.harness.waiting import wait_for
-from tests.integration.kafka_tools.tool_support import SideBySide, unique
+from tests.integration.kafka_tools.tool_support import SideBySide, timed_batch, unique
 
 pytestmark = pytest.mark.integration
 
 PER_PARTITION = 5
+T0 = int(time.time() * 1000) - 3_600_000  # within retention (Kafka's first check is 30 s after start)
 
 
 @pytest.fixture(scope="module")
 def topic(sides: SideBySide) -> str:
-    """Two partitions of five records each (keys pick the partitions), on both sides."""
+    """Two partitions of five records each, on both sides."""
     name = unique("groups")
-    sides.same("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--create", "--topic", name,
-                                "--partitions", "2"])
-    # murmur2 puts key "left" in partition 0 of two and "right" in partition 1.
-    sides.same("kafka-console-producer", ["--bootstrap-server", "{bootstrap}", "--topic", name,
-                                          "--property", "parse.key=true", "--property", "key.separator=:"],
-               input="".join(f"{key}:{key}{i}\n" for i in range(PER_PARTITION) for key in ("left", "right")))
+    sides.create_topic(name, partitions=2)
+    for partition in (0, 1):
+        sides.produce(name, [timed_batch([(T0 + i, b"k", f"p{partition}-{i}".encode()) for i in range(PER_PARTITION)])],
+                      partition)
     return name
 
 
@@ -48,7 +48,8 @@ def _groups(*args: str) -> list[str]:
 
 def test_list_and_describe(sides: SideBySide, topic: str, group: str) -> None:
     sides.same("kafka-consumer-groups", _groups("--list"), only=group)
-    listed = sides.same("kafka-consumer-groups", _groups("--list", "--state"), only=group)
+    # Columns are as wide as the longest group name, and each cluster has groups of other tests.
+    listed = sides.same("kafka-consumer-groups", _groups("--list", "--state"), only=group, normalise=[(" +", " ")])
     assert listed.lines()[0].split() == [group, "Empty"]
 
     offsets = sides.same("kafka-consumer-groups", _groups("--describe", "--group", group))
@@ -74,14 +75,11 @@ def test_reset_offsets(sides: SideBySide, topic: str, group: str) -> None:
         return {int(rows[i + 2]): int(rows[i + 3]) for i in range(0, len(rows), 4)}
 
     assert reset("--to-earliest", execute=False) == {0: 0, 1: 0}
-    assert reset("--to-offset", "3", execute=False) == {0: 3, 1: 3}
     assert reset("--to-earliest") == {0: 0, 1: 0}
-    assert reset("--shift-by", "2") == {0: 2, 1: 2}
-    assert reset("--shift-by", "-1") == {0: 1, 1: 1}
     assert reset("--shift-by", "100") == {0: 5, 1: 5}  # clamped to the end, with a warning
     assert reset("--to-datetime", "2000-01-01T00:00:00.000") == {0: 0, 1: 0}
-    assert reset("--to-datetime", "2999-01-01T00:00:00.000") == {0: 5, 1: 5}
-    assert reset("--to-offset", "4") == {0: 4, 1: 4}
+    assert reset("--to-offset", "3") == {0: 3, 1: 3}
+    assert reset("--shift-by", "1") == {0: 4, 1: 4}
     exported = sides.same("kafka-consumer-groups", _groups(
         "--reset-offsets", "--group", group, "--topic", f"{topic}:1", "--to-latest", "--dry-run", "--export"))
     assert exported.stdout.split() == [f"{topic},1,5"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.broker import REPO_ROOT
-from tests.integration.kafka_tools.tool_support import SideBySide, produce_batches, timed_batch, unique
+from tests.integration.kafka_tools.tool_support import SideBySide, timed_batch, unique
 
 pytestmark = pytest.mark.integration
 
@@ -22,13 +22,10 @@ CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy, lz4, zstd
 def topic(sides: SideBySide) -> str:
     """Twenty batches in every codec over several small segments with dense indexes, on both sides."""
     name = unique("dump")
-    sides.same("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--create", "--topic", name,
-                                "--config", "segment.bytes=2000", "--config", "index.interval.bytes=300",
-                                "--config", "retention.ms=-1"])
+    sides.create_topic(name, configs={"segment.bytes": "2000", "index.interval.bytes": "300", "retention.ms": "-1"})
     batches = [timed_batch([(T0 + 10 * b + r, f"key-{b}-{r}".encode(), f"value {b}/{r} ".encode() * 3)
                             for r in range(5)], codec=CODECS[b % len(CODECS)]) for b in range(20)]
-    for broker in (*sides.ours, *sides.kafka):
-        produce_batches(broker, name, batches)
+    sides.produce(name, batches)
     return name
 
 

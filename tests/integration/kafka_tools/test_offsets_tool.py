@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.kafka_tools.tool_support import SideBySide, produce_batches, timed_batch, unique
+from tests.integration.kafka_tools.tool_support import SideBySide, timed_batch, unique
 
 pytestmark = pytest.mark.integration
 
@@ -20,11 +20,9 @@ TIMESTAMPS[6] = T0 + 60_000
 def _topic_with_records(sides: SideBySide, cleanup_policy: str = "delete") -> str:
     topic = unique("offsets")
     # Records from 2020: without retention.ms=-1 either broker may delete them mid-test.
-    sides.same("kafka-topics", ["--bootstrap-server", "{bootstrap}", "--create", "--topic", topic,
-                                "--config", "retention.ms=-1", "--config", f"cleanup.policy={cleanup_policy}"])
+    sides.create_topic(topic, configs={"retention.ms": "-1", "cleanup.policy": cleanup_policy})
     records = [(ts, f"k{i}".encode(), f"v{i}".encode()) for i, ts in enumerate(TIMESTAMPS)]
-    for broker in (*sides.ours, *sides.kafka):
-        produce_batches(broker, topic, [timed_batch(records[:5]), timed_batch(records[5:], codec=1)])
+    sides.produce(topic, [timed_batch(records[:5]), timed_batch(records[5:], codec=1)])
     return topic
 
 

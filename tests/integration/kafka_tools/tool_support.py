@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 import subprocess
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from protocol.api_keys import ApiKey
-from protocol.messages import ProduceRequest
+from protocol.messages import CreateTopicsRequest, ProduceRequest
 from protocol.records.builder import RecordBatchBuilder
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_cli import KafkaCli
@@ -32,6 +32,22 @@ _COMMON_NORMALISATIONS: tuple[tuple[str, str], ...] = (
 def unique(prefix: str) -> str:
     """A topic or group name no other test uses (the same name on both sides)."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(brokers: Sequence[BrokerProcess], topic: str, partitions: int = 1,
+                 configs: Mapping[str, str] | None = None, assignment: Mapping[int, list[int]] | None = None) -> None:
+    """Setup without a JVM: CreateTopics to the cluster's controller, then wait for the leaders."""
+    entry = CreateTopicsRequest.CreatableTopic(
+        name=topic, num_partitions=-1 if assignment else partitions, replication_factor=-1 if assignment else 1,
+        assignments=[CreateTopicsRequest.CreatableReplicaAssignment(partition_index=p, broker_ids=ids)
+                     for p, ids in (assignment or {}).items()],
+        configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])
+    controller_id = brokers[0].metadata([]).controller_id
+    controller = next(b for b in brokers if b.broker_id == controller_id)
+    answer = controller.request(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[entry], timeout_ms=30000))
+    assert answer.topics[0].error_code == 0, f"{controller} did not create {topic}: {answer.topics[0]}"
+    for broker in brokers:
+        broker.wait_for_leaders(topic, len(assignment) if assignment else partitions)
 
 
 def timed_batch(records: Sequence[tuple[int, bytes, bytes]], codec: int = 0) -> bytes:
@@ -84,6 +100,19 @@ class SideBySide:
         for pattern, replacement in (*_COMMON_NORMALISATIONS, *extra):
             text = re.sub(pattern, replacement, text, flags=re.MULTILINE)
         return text
+
+    def create_topic(self, topic: str, partitions: int = 1, configs: Mapping[str, str] | None = None,
+                     assignment: Mapping[int, list[int]] | None = None) -> None:
+        """The same topic on both sides (setup through the protocol: a JVM start less per side)."""
+        for side in (0, 1):
+            create_topic(self.side(side), topic, partitions, configs, assignment)
+
+    def produce(self, topic: str, batches: Sequence[bytes], partition: int = 0) -> None:
+        """The same batches into both sides' partition (through its leader)."""
+        for side in (0, 1):
+            brokers = self.side(side)
+            leader_id = brokers[0].metadata([topic]).topics[0].partitions[partition].leader_id
+            produce_batches(next(b for b in brokers if b.broker_id == leader_id), topic, batches, partition)
 
     def run_one(self, side: int, tool: str, args: Sequence[str], *, input: str | None = None,
                 timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
