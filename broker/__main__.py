@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import io
 import logging
+import os
 import signal
 import sys
 import threading
@@ -14,6 +15,7 @@ import traceback
 from broker.config import KafkaConfig
 from broker.config_defs import ConfigError
 from broker.kafka_server import KafkaServer
+from storage import clock
 
 log = logging.getLogger("broker")
 
@@ -49,6 +51,8 @@ async def _run(config: KafkaConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, _dump_stacks)
+    if test_clock_file := os.environ.get(clock.TEST_CLOCK_OFFSET_FILE_ENV):  # tests/faults only
+        loop.add_signal_handler(signal.SIGUSR2, clock.apply_test_clock_offset, test_clock_file)
     try:
         await server.startup()
     except Exception as exc:

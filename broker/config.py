@@ -246,12 +246,16 @@ class KafkaConfig:
     num_network_threads = _Value[int]("num.network.threads")
     num_io_threads = _Value[int]("num.io.threads")
     queued_max_requests = _Value[int]("queued.max.requests")
+    queued_max_request_bytes = _Value[int]("queued.max.request.bytes")
     socket_send_buffer_bytes = _Value[int]("socket.send.buffer.bytes")
     socket_receive_buffer_bytes = _Value[int]("socket.receive.buffer.bytes")
     socket_request_max_bytes = _Value[int]("socket.request.max.bytes")
     socket_listen_backlog_size = _Value[int]("socket.listen.backlog.size")
     max_connections = _Value[int]("max.connections")
     max_connections_per_ip = _Value[int]("max.connections.per.ip")
+    max_connection_creation_rate = _Value[int]("max.connection.creation.rate")
+    quota_window_num = _Value[int]("quota.window.num")
+    quota_window_size_seconds = _Value[int]("quota.window.size.seconds")
     connections_max_idle_ms = _Value[int]("connections.max.idle.ms")
     log_segment_bytes = _Value[int]("log.segment.bytes")
     log_retention_bytes = _Value[int]("log.retention.bytes")
@@ -457,6 +461,8 @@ class KafkaConfig:
         retention = [(k, v[k]) for k in TOPIC_CONFIG_SYNONYMS["retention.ms"] if v[k] is not None][0]
         if retention[1] == 0:
             raise ConfigError(retention[0], "must be unlimited (-1) or, equal or greater than 1")
+        if 0 < v["queued.max.request.bytes"] < v["socket.request.max.bytes"]:
+            raise ConfigError("queued.max.request.bytes", "must be larger or equal to socket.request.max.bytes")
         overrides = parse_ip_overrides(v["max.connections.per.ip.overrides"])
         if v["max.connections.per.ip"] == 0 and not overrides:
             raise ConfigError("max.connections.per.ip",

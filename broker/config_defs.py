@@ -236,6 +236,8 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("max.connections.per.ip", I, INT_MAX, at_least(0)),
     ("max.connections.per.ip.overrides", S, "", None),
     ("max.connection.creation.rate", I, INT_MAX, at_least(0)),
+    ("quota.window.num", I, 11, at_least(1)),
+    ("quota.window.size.seconds", I, 1, at_least(1)),
     ("connections.max.idle.ms", L, 600000, None),
     ("connection.failed.authentication.delay.ms", I, 100, at_least(0)),
     # --- logs

@@ -35,10 +35,10 @@ class DelayedFetch(DelayedOperation):
 
 
 def enough(result: dict[TopicPartition, PartitionReadResult], min_bytes: int) -> bool:
-    """Answer now: some partition failed, or the data found reaches min_bytes."""
+    """Answer now: some partition failed or diverged, or the data found reaches min_bytes."""
     total = 0
     for read in result.values():
-        if read.error:
+        if read.error or read.diverging_epoch is not None:
             return True
         total += len(read.records)
     return total >= min_bytes

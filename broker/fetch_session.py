@@ -4,6 +4,10 @@ A client opens a session with a full fetch at epoch 0, then sends only changed p
 at increasing epochs; the broker remembers the rest and answers an incremental fetch with
 only the partitions that have something new (records, an error, a moved high watermark,
 last stable offset or log start offset). Epoch -1 closes the session (sessionless fetch).
+
+A partition fetched by a topic id this broker does not know yet (its metadata has not arrived) is
+answered UNKNOWN_TOPIC_ID but kept in the session, as Kafka keeps it, and resolved once the id is
+known: a follower that sent it in the full fetch never sends it again while it stays unchanged.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import itertools
 import random
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from protocol.errors import Errors
 
@@ -21,6 +26,7 @@ FINAL_EPOCH = -1
 INVALID_SESSION_ID = 0
 
 TopicPartition = tuple[str, int]
+IdPartition = tuple[uuid.UUID, int]  # a partition of a topic id not known (yet) by name
 
 
 @dataclass(slots=True)
@@ -32,6 +38,7 @@ class CachedPartition:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    last_fetched_epoch: int = -1
     # What the client was last told, to know whether an incremental response must include it.
     high_watermark: int = -1
     last_stable_offset: int = -1
@@ -42,6 +49,7 @@ class CachedPartition:
         self.max_bytes = other.max_bytes
         self.current_leader_epoch = other.current_leader_epoch
         self.log_start_offset = other.log_start_offset
+        self.last_fetched_epoch = other.last_fetched_epoch
         if other.topic_id != uuid.UUID(int=0):
             self.topic_id = other.topic_id
 
@@ -58,11 +66,22 @@ class CachedPartition:
 
 
 class FetchSession:
-    def __init__(self, session_id: int, uses_topic_ids: bool, partitions: OrderedDict[TopicPartition, CachedPartition]):
+    def __init__(self, session_id: int, uses_topic_ids: bool, partitions: OrderedDict[TopicPartition, CachedPartition],
+                 unresolved: dict[IdPartition, CachedPartition]):
         self.id = session_id
         self.epoch = 1  # the next epoch the client must send
         self.uses_topic_ids = uses_topic_ids
         self.partitions = partitions
+        self.unresolved = unresolved
+
+    def resolve(self, topic_name: Callable[[uuid.UUID], str | None]) -> None:
+        """Move the partitions whose topic id is known by now among the others."""
+        for key, cached in list(self.unresolved.items()):
+            name = topic_name(key[0])
+            if name is not None:
+                del self.unresolved[key]
+                cached.topic = name
+                self.partitions[(name, key[1])] = cached
 
 
 @dataclass
@@ -73,6 +92,7 @@ class FetchContext:
     session: FetchSession | None = None
     incremental: bool = False
     error: Errors = Errors.NONE
+    unresolved: list[IdPartition] = field(default_factory=list)  # answered UNKNOWN_TOPIC_ID
 
     @property
     def session_id(self) -> int:
@@ -89,13 +109,16 @@ class FetchSessionCache:
         return len(self._sessions)
 
     def new_context(self, session_id: int, epoch: int, fetch_data: OrderedDict[TopicPartition, CachedPartition],
-                    forgotten: list[TopicPartition], uses_topic_ids: bool) -> FetchContext:
+                    forgotten: list[TopicPartition], uses_topic_ids: bool,
+                    unresolved: dict[IdPartition, CachedPartition] | None = None,
+                    forgotten_ids: list[IdPartition] | None = None,
+                    topic_name: Callable[[uuid.UUID], str | None] | None = None) -> FetchContext:
+        unresolved = unresolved or {}
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 self._sessions.pop(session_id, None)
-            if epoch == FINAL_EPOCH:
-                return FetchContext(fetch_data)
-            return FetchContext(fetch_data, self._create(uses_topic_ids, fetch_data))
+            session = self._create(uses_topic_ids, fetch_data, unresolved) if epoch == INITIAL_EPOCH else None
+            return FetchContext(fetch_data, session, unresolved=list(unresolved))
         session = self._sessions.get(session_id)
         if session is None:
             return FetchContext(OrderedDict(), error=Errors.FETCH_SESSION_ID_NOT_FOUND)
@@ -109,19 +132,24 @@ class FetchSessionCache:
                 session.partitions[tp] = cached
             else:
                 existing.update_request(cached)
+        session.unresolved.update(unresolved)
         for tp in forgotten:
             session.partitions.pop(tp, None)
+        for key in forgotten_ids or ():
+            session.unresolved.pop(key, None)
+        if topic_name is not None:
+            session.resolve(topic_name)
         session.epoch = 1 if session.epoch == 0x7FFFFFFF else session.epoch + 1
         self._sessions.move_to_end(session.id)
-        return FetchContext(session.partitions, session, incremental=True)
+        return FetchContext(session.partitions, session, incremental=True, unresolved=list(session.unresolved))
 
-    def _create(self, uses_topic_ids: bool, partitions: OrderedDict[TopicPartition, CachedPartition]
-                ) -> FetchSession | None:
+    def _create(self, uses_topic_ids: bool, partitions: OrderedDict[TopicPartition, CachedPartition],
+                unresolved: dict[IdPartition, CachedPartition]) -> FetchSession | None:
         if self.max_slots <= 0:
             return None
         while len(self._sessions) >= self.max_slots:
             self._sessions.popitem(last=False)  # evict the least recently used session
         session_id = next(self._ids) & 0x7FFFFFFF or next(self._ids)
-        session = FetchSession(session_id, uses_topic_ids, partitions)
+        session = FetchSession(session_id, uses_topic_ids, partitions, dict(unresolved))
         self._sessions[session_id] = session
         return session

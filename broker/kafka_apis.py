@@ -1,9 +1,9 @@
 """KafkaApis: routes each request to its registered handler (Kafka's KafkaApis.handle).
 
-Handlers live in ``broker.handlers`` and register by API key. This module only dispatches
-and turns a handler's typed failure (``broker.errors``) into the API's error response. A
-registered ``error_response`` builder answers with the error on every topic/partition; without one, a
-response with a top-level ``error_code`` is sent; anything else closes the connection.
+Handlers live in ``broker.handlers`` and register by API key. This module parses the body
+(a body that does not parse closes the connection, as Kafka's request parser does), dispatches,
+and turns whatever the handler raises, including a response that cannot be encoded, into the
+API's error response (``broker.handlers.failure_response``): only that one request fails.
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Protocol
 
-from broker.errors import TYPED_FAILURES, error_of
-from broker.handlers import ERROR_RESPONSES, HANDLERS
+from broker.handlers import HANDLERS, failure_response
 from broker.network.api_version_manager import ApiVersionManager
 from broker.network.request_channel import Request, Response
-from protocol.api_keys import ApiKey, response_class
-from protocol.errors import Errors
+from protocol.api_keys import ApiKey
+from protocol.exceptions import ProtocolError
 
 if TYPE_CHECKING:
     from broker.services import BrokerServices
@@ -41,27 +40,19 @@ class KafkaApis:
         except (ValueError, KeyError):
             log.warning("Closing connection %s: no handler for api key %d", request.connection_id, request.api_key)
             return Response.close(request)
+        try:
+            if api_key is not ApiKey.API_VERSIONS:  # it answers versions and bodies it cannot read itself
+                request.body()
+        except ProtocolError as exc:
+            log.warning("Closing connection %s: cannot parse the body of %r: %s", request.connection_id,
+                        request.header, exc)
+            return Response.close(request)
         services = self.server.services
         assert services is not None, "requests are served only after startup built the services"
         try:
             return await handler(services, request)
-        except TYPED_FAILURES as exc:
-            error = error_of(exc)
-            assert error is not None
-            log.debug("Request %r failed: %s", request.header, exc)
-            return self._error_response(api_key, request, error)
-
-    @staticmethod
-    def _error_response(api_key: ApiKey, request: Request, error: Errors) -> Response:
-        builder = ERROR_RESPONSES.get(api_key)
-        if builder is not None:
-            return Response.send(request, builder(request, error))
-        cls = response_class(api_key)
-        if "error_code" in cls._fields:
-            return Response.send(request, cls(error_code=int(error)))
-        log.warning("Closing connection %s: %s failed with %s and has no error response",
-                    request.connection_id, api_key.name, error.name)
-        return Response.close(request)
+        except Exception as exc:
+            return failure_response(request, exc)
 
 
 class RegisteredApiVersionManager(ApiVersionManager):

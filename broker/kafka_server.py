@@ -13,13 +13,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker import handlers
+from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.admin import dynamic_broker_config
 from broker.config import KafkaConfig
 from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupConfig
+from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from broker.coordinator.transaction.transaction_state_manager import TransactionConfig
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis, RegisteredApiVersionManager
 from broker.metadata_cache import MetadataCache
@@ -43,11 +47,13 @@ from coordination.model import BrokerEndPoint, BrokerInfo, SecurityProtocol
 from coordination.producer_id_manager import ProducerIdManager, allocate_producer_id_block
 from coordination.zk_admin_data import DEFAULT_ENTITY
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaApiError
 from protocol.messages import ControlledShutdownRequest
+from storage.cleaner.cleaner_config import CleanerConfig
 from storage.log_config import broker_defaults
 from storage.log_manager import LogManager
 from storage.meta_properties import read_meta_properties
+from storage.producer_state import ProducerStateManagerConfig
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +109,10 @@ class KafkaServer:
             flush_recovery_offset_checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
             flush_start_offset_checkpoint_interval_ms=config.log_flush_start_offset_checkpoint_interval_ms,
             high_watermark_checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
-            producer_id_expiration_ms=config.producer_id_expiration_ms,
+            producer_state_config=ProducerStateManagerConfig(
+                config.producer_id_expiration_ms, config.get("transaction.partition.verification.enable")),
+            producer_id_expiration_check_interval_ms=config.get("producer.id.expiration.check.interval.ms"),
+            cleaner_config=CleanerConfig.from_props(config.values()),
             initial_task_delay_ms=config.get("log.initial.task.delay.ms"),
         )
         await loop.run_in_executor(None, log_manager.startup, broker_id, cluster_id)
@@ -118,6 +127,11 @@ class KafkaServer:
         metadata_cache = MetadataCache(broker_id)
         replica_manager = ReplicaManager(broker_id, log_manager, metadata_cache, pool.run_blocking,
                                          config.inter_broker_listener_name)
+        # A log dir failure is reported on whichever thread hit it; it is handled on the loop.
+        log_manager.failure_channel.set_handler(lambda log_dir: loop.call_soon_threadsafe(
+            loop.create_task, replica_manager.handle_log_dir_failure(log_dir)))
+        replica_manager.propagate_log_dir_event = lambda: loop.run_in_executor(
+            None, zk.propagate_log_dir_event, broker_id)
         broker_configs = await loop.run_in_executor(None, _broker_entity_configs, zk, broker_id)
         self._start_replication(replica_manager, broker_id, topic_configs, broker_configs)
         controller = KafkaController(zk, broker_id, ControllerConfig(
@@ -138,11 +152,22 @@ class KafkaServer:
             api_version_manager=api_versions,
             fetch_session_cache=FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")),
         )
+        add_partitions = AddPartitionsToTxnManager(
+            broker_id, metadata_cache, config.inter_broker_listener_name,
+            config.transaction_state_log_num_partitions, config.get("request.timeout.ms") / 1000)
+        replica_manager.add_partitions_to_txn_manager = add_partitions
+        self.services.add_partitions_to_txn_manager = add_partitions
         group_coordinator = GroupCoordinator(broker_id, GroupConfig.from_broker_config(config), replica_manager,
                                              metadata_cache, pool.run_blocking)
         replica_manager.leadership_listeners.append(group_coordinator.on_leadership_change)
         self.services.group_coordinator = group_coordinator
         group_coordinator.startup()
+        transaction_coordinator = TransactionCoordinator(
+            broker_id, TransactionConfig.from_broker_config(config), replica_manager, metadata_cache,
+            pool.run_blocking, self._producer_id_generator(self.services), config.inter_broker_listener_name)
+        replica_manager.leadership_listeners.append(transaction_coordinator.on_leadership_change)
+        self.services.transaction_coordinator = transaction_coordinator
+        transaction_coordinator.startup()
         await self.socket_server.start()
         pool.start()
 
@@ -155,6 +180,16 @@ class KafkaServer:
         await loop.run_in_executor(None, self.config_listener.start)
         log_manager.start_scheduler()
         log.info("[KafkaServer id=%d] started", broker_id)
+
+    @staticmethod
+    def _producer_id_generator(services: BrokerServices) -> Callable[[], Awaitable[int]]:
+        """New producer ids for the transaction coordinator: a block claim in ZooKeeper runs off the loop."""
+        async def generate() -> int:
+            try:
+                return await services.pool.run_blocking(services.producer_id_manager.generate_producer_id)
+            except CoordinationError as exc:
+                raise KafkaApiError(Errors[exc.kafka_error], str(exc)) from exc
+        return generate
 
     def _start_replication(self, replica_manager: ReplicaManager, broker_id: int,
                            topic_configs: dict[str, dict[str, str]], broker_configs: dict[str, dict[str, str]]
@@ -175,6 +210,7 @@ class KafkaServer:
             partition_max_bytes=config.get("replica.fetch.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+            broker_epoch=lambda: replica_manager.broker_epoch,
         ), config.get("num.replica.fetchers"), replica_manager.run_blocking, quotas.follower)
         alter_partition = AlterPartitionManager(
             broker_id, lambda: replica_manager.broker_epoch, replica_manager.metadata_cache,
@@ -221,7 +257,6 @@ class KafkaServer:
         assert services is not None
         services.broker_epoch = epoch
         services.replica_manager.broker_epoch = epoch
-        services.log_manager.broker_epoch = epoch
 
     def _on_config_change(self, entity_type: str, entity_name: str, config: dict[str, str]) -> None:
         if entity_type == "topics":
@@ -256,6 +291,10 @@ class KafkaServer:
         if self.socket_server is not None:
             self.socket_server.shutdown()
         await self._stop_replication(services.replica_manager)  # before the pool its appends run on
+        if services.add_partitions_to_txn_manager is not None:
+            await services.add_partitions_to_txn_manager.shutdown()
+        if services.transaction_coordinator is not None:  # its background appends use the pool too
+            await services.transaction_coordinator.shutdown()
         await services.pool.shutdown()
         if services.group_coordinator is not None:
             services.group_coordinator.shutdown()

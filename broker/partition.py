@@ -12,12 +12,13 @@ acknowledged on the strength of an ISR the controller has not recorded.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import Errors, KafkaApiError
+from storage.clock import now_ms
+from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from storage.log import Log
 
 NO_EPOCH = -1
@@ -42,10 +43,6 @@ class FollowerState:
         self.log_end_offset = fetch_offset
         self.last_fetch_leader_log_end_offset = leader_end_offset
         self.last_fetch_time_ms = now_ms
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Partition:
@@ -130,6 +127,23 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise KafkaApiError(Errors.UNKNOWN_LEADER_EPOCH)
         raise KafkaApiError(Errors.FENCED_LEADER_EPOCH)
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """A fetcher's log diverges from ours (KIP-595 truncation on fetch, Kafka's readRecords):
+        where our copy of its last fetched epoch ends, as (epoch, end offset), when that is before its
+        fetch offset or an older epoch; None when it may read on. Kafka's followers (IBP 2.7+) learn
+        where to truncate only from this answer, never from OffsetsForLeaderEpoch."""
+        log = self.leader_log()
+        epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch == UNDEFINED_EPOCH or end_offset == UNDEFINED_EPOCH_OFFSET:
+            raise KafkaApiError(Errors.OFFSET_OUT_OF_RANGE, f"the end offset of epoch {last_fetched_epoch} "
+                                f"of {self.topic}-{self.partition} is unknown")
+        if fetch_offset < log.log_start_offset:
+            raise KafkaApiError(Errors.OFFSET_OUT_OF_RANGE, f"offset {fetch_offset} of {self.topic}-"
+                                f"{self.partition} is below the log start offset {log.log_start_offset}")
+        if epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
 
     def check_min_isr(self, required_acks: int) -> None:
         log = self.leader_log()

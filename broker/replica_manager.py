@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,17 +25,21 @@ from broker.delayed_operation import DelayedOperationPurgatory
 from broker.delayed_produce import DelayedProduce
 from broker.errors import error_of
 from broker.partition import NO_EPOCH, Partition, now_ms
+from coordination.admin_zk_client import validate_topic_name
+from coordination.errors import InvalidTopicError
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import LeaderAndIsrResponse, ProduceResponse, StopReplicaResponse
 from protocol.schema import ZERO_UUID
 from storage.errors import StorageError
 from storage.file_records import FileRecords
-from storage.log import FetchIsolation, LogAppendInfo
+from storage.log import FetchIsolation, Log, LogAppendInfo
 from storage.log_manager import LogManager
 from storage.meta_properties import InconsistentMetadataError
+from storage.producer_state import SENTINEL_GUARD, AppendOrigin, VerificationGuard
 from storage.transaction_index import AbortedTxn
 
 if TYPE_CHECKING:
+    from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, TransactionSupportedOperation
     from broker.metadata_cache import MetadataCache
     from broker.replication.alter_partition_manager import AlterPartitionManager
     from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
@@ -53,6 +58,7 @@ class FetchPartitionSpec:
     max_bytes: int
     current_leader_epoch: int = NO_EPOCH
     log_start_offset: int = -1
+    last_fetched_epoch: int = NO_EPOCH  # Fetch v12+: the epoch of the fetcher's last batch
 
 
 @dataclass(slots=True)
@@ -63,6 +69,7 @@ class PartitionReadResult:
     log_start_offset: int = -1
     records: FileRecords | bytes = b""
     aborted_transactions: list[AbortedTxn] | None = None
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) the fetcher must truncate to
 
 
 
@@ -86,14 +93,26 @@ class ReplicaManager:
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
         self.leader_quota: ReplicationQuotaManager | None = None  # throttled replication, leader side
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None  # KIP-890 verification
         self._leader_endpoints: dict[int, tuple[str, int]] = {}  # from LeaderAndIsr's live leaders
+        # Partitions whose log dir failed: KAFKA_STORAGE_ERROR until deleted (Kafka's HostedPartition.Offline).
+        self.offline_partitions: set[TopicPartition] = set()
+        # Set by the server: tells the controller (through ZooKeeper) that a log dir of ours failed.
+        self.propagate_log_dir_event: Callable[[], Awaitable[None]] | None = None
 
     # --- lookups ----------------------------------------------------------------------------
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
+    def local_log(self, topic: str, partition: int) -> Log | None:
+        """The log of a partition this broker hosts, as leader or follower (Kafka's ``localLog``)."""
+        found = self.partitions.get((topic, partition))
+        return None if found is None else found.log
+
     def leader_partition(self, topic: str, partition: int) -> Partition:
         """The led partition, or the error Kafka gives for it (unknown vs not leader)."""
+        if (topic, partition) in self.offline_partitions:
+            raise KafkaApiError(Errors.KAFKA_STORAGE_ERROR, f"{topic}-{partition} is in a failed log dir")
         found = self.partitions.get((topic, partition))
         if found is None or found.log is None:
             if self.metadata_cache.partition(topic, partition) is not None:
@@ -108,6 +127,11 @@ class ReplicaManager:
         """LeaderAndIsr (v2+): per partition create the log and become leader or follower."""
         if request.broker_epoch != -1 and request.broker_epoch < self.broker_epoch:
             return LeaderAndIsrResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
+        for topic_state in request.topic_states:
+            try:  # a log directory is named after the topic: never outside the log dir
+                validate_topic_name(topic_state.topic_name)
+            except InvalidTopicError as exc:  # Kafka fails the whole request on such a name
+                raise KafkaApiError(Errors.UNKNOWN_SERVER_ERROR, f"LeaderAndIsr for an illegal topic: {exc}") from None
         for leader in request.live_leaders:
             self._leader_endpoints[leader.broker_id] = (leader.host_name, leader.port)
         results: dict[str, list[Any]] = {}
@@ -138,6 +162,8 @@ class ReplicaManager:
             return Errors.STALE_CONTROLLER_EPOCH
         if self.broker_id not in state.replicas:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if tp in self.offline_partitions:
+            return Errors.KAFKA_STORAGE_ERROR
         try:
             tp_log = await self.run_blocking(
                 self.log_manager.get_or_create_log, topic, state.partition_index, config,
@@ -197,6 +223,8 @@ class ReplicaManager:
             return Errors.FENCED_LEADER_EPOCH
         await self._stop_fetching([tp])
         removed = self.partitions.pop(tp, None)
+        if delete:
+            self.offline_partitions.discard(tp)
         self.complete_delayed_requests(tp)
         if removed is not None:
             self._notify_leadership(tp[0], tp[1], False, leader_epoch)
@@ -208,6 +236,27 @@ class ReplicaManager:
                 return Errors.KAFKA_STORAGE_ERROR
             log.info("Deleted the log of %s-%d", tp[0], tp[1])
         return Errors.NONE
+
+    # --- log dir failures ---------------------------------------------------------------------
+    async def handle_log_dir_failure(self, log_dir: str) -> None:
+        """Kafka's handleLogDirFailure: stop serving the replicas in a dir that failed and tell the
+        controller, which moves their leadership; halt when no dir is left (the data on disk is
+        left for recovery at the next start, as after a crash)."""
+        offline = self.log_manager.handle_log_dir_failure(log_dir)
+        if not self.log_manager.live_log_dirs:
+            log.error("Shutdown broker because all log dirs in %s have failed", ", ".join(self.log_manager.log_dirs))
+            logging.shutdown()
+            os._exit(1)
+        await self._stop_fetching(offline)
+        for tp in offline:
+            self.offline_partitions.add(tp)
+            removed = self.partitions.pop(tp, None)
+            self.complete_delayed_requests(tp)
+            if removed is not None:
+                self._notify_leadership(tp[0], tp[1], False, removed.leader_epoch)
+        log.warning("Stopped serving replicas %s in failed dir %s", sorted(offline), log_dir)
+        if self.propagate_log_dir_event is not None:
+            await self.propagate_log_dir_event()
 
     # --- replication --------------------------------------------------------------------------
     def leader_endpoint(self, leader_id: int) -> tuple[str, int] | None:
@@ -260,31 +309,75 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
 
     # --- produce ----------------------------------------------------------------------------
+    def maybe_start_transaction_verification(self, topic: str, partition_index: int, producer_id: int,
+                                             sequence: int, epoch: int) -> VerificationGuard:
+        """KIP-890: the guard a transactional append must carry (SENTINEL: its transaction is already open)."""
+        log = self.leader_partition(topic, partition_index).leader_log()
+        return log.maybe_start_transaction_verification(producer_id, sequence, epoch)
+
+    def start_transaction_verification(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                       partitions: dict[TopicPartition, int]
+                                       ) -> tuple[dict[TopicPartition, Errors], dict[TopicPartition, VerificationGuard]]:
+        """KIP-890, before a transactional append: (errors, guards) for these partitions, each mapped to
+        the base sequence of its transactional batch. The guarded partitions still need the
+        coordinator's answer (``verify_transaction``); partitions whose transaction is already open
+        here need neither; with verification off or no transactional id there is nothing to do."""
+        errors: dict[TopicPartition, Errors] = {}
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        if transactional_id is None or self.add_partitions_to_txn_manager is None or \
+                not self.log_manager.producer_state_config.transaction_verification_enabled:
+            return errors, guards
+        for tp, sequence in partitions.items():
+            try:
+                guard = self.maybe_start_transaction_verification(tp[0], tp[1], producer_id, sequence, producer_epoch)
+            except KafkaApiError as exc:
+                errors[tp] = exc.error
+                continue
+            if guard is not SENTINEL_GUARD:
+                guards[tp] = guard
+        return errors, guards
+
+    async def verify_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                 partitions: dict[TopicPartition, int], operation: TransactionSupportedOperation
+                                 ) -> tuple[dict[TopicPartition, Errors], dict[TopicPartition, VerificationGuard]]:
+        """``start_transaction_verification``, then the coordinator's answer for the guarded partitions
+        (Kafka's maybeStartTransactionVerificationForPartitions): the errors include its refusals."""
+        errors, guards = self.start_transaction_verification(transactional_id, producer_id, producer_epoch, partitions)
+        if guards:
+            assert transactional_id is not None and self.add_partitions_to_txn_manager is not None
+            errors.update(await self.add_partitions_to_txn_manager.verify_transaction(
+                transactional_id, producer_id, producer_epoch, list(guards), operation))
+        return errors, guards
+
     async def append_to_leader(self, topic: str, partition_index: int, records: bytearray,
-                               required_acks: int) -> LogAppendInfo:
+                               required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+                               verification_guard: VerificationGuard = SENTINEL_GUARD) -> LogAppendInfo:
         """Append one partition's batches as leader.
 
-        The produce handler has already run them through ``validate_records`` (framing and
-        CRC, or a fresh CRC after recompression), so the log skips its second CRC pass.
+        Callers hand over batches whose CRCs are checked or freshly computed (the produce
+        handler's ``validate_records``, the coordinators' builders), so the log skips its
+        second CRC pass.
         """
         partition = self.leader_partition(topic, partition_index)
         partition.check_min_isr(required_acks)
         tp_log = partition.leader_log()
-        info = await self.run_blocking(
-            functools.partial(tp_log.append_as_leader, records, partition.leader_epoch, validated=True))
+        info = await self.run_blocking(functools.partial(
+            tp_log.append_as_leader, records, partition.leader_epoch, origin, validated=True,
+            verification_guard=verification_guard))
         partition.maybe_increment_high_watermark()
         # Appends move the log end (replica fetches) and, with an ISR of one, the HW (consumers).
         self.complete_delayed_requests((topic, partition_index))
         return info
 
-    async def append_and_wait(self, topic: str, partition_index: int, records: bytearray,
-                              timeout_ms: int) -> LogAppendInfo:
-        """Append as leader with acks=all and wait until the ISR has it (internal topics' writes).
+    async def append_and_wait(self, topic: str, partition_index: int, records: bytearray, timeout_ms: int,
+                              origin: AppendOrigin = AppendOrigin.COORDINATOR,
+                              verification_guard: VerificationGuard = SENTINEL_GUARD) -> LogAppendInfo:
+        """Append as leader with acks=all and wait until the ISR has it (coordinators' writes).
 
         Raises ``KafkaApiError`` with Kafka's error: NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
-        NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, ...
+        NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, ...; storage errors as ``StorageError``.
         """
-        info = await self.append_to_leader(topic, partition_index, records, -1)
+        info = await self.append_to_leader(topic, partition_index, records, -1, origin, verification_guard)
         entry = ProduceResponse.PartitionProduceResponse(index=partition_index, error_code=0,
                                                          base_offset=info.first_offset)
         done = asyncio.get_running_loop().create_future()
@@ -318,6 +411,12 @@ class ReplicaManager:
             partition = self.leader_partition(*tp)
             partition.check_leader_epoch(spec.current_leader_epoch)
             tp_log = partition.leader_log()
+            if spec.last_fetched_epoch != NO_EPOCH:
+                diverging = partition.diverging_epoch(spec.last_fetched_epoch, spec.fetch_offset)
+                if diverging is not None:  # no data and no fetch state: the fetcher truncates first
+                    return PartitionReadResult(high_watermark=tp_log.high_watermark,
+                                               last_stable_offset=tp_log.last_stable_offset,
+                                               log_start_offset=tp_log.log_start_offset, diverging_epoch=diverging)
             if replica_id >= 0:
                 if partition.update_follower_fetch_state(replica_id, spec.fetch_offset):
                     # The HW moved: acks=all produces and consumer long polls may complete. Deferred, as

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 from broker.fetch_session import FetchSessionCache
 
 if TYPE_CHECKING:
+    from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from broker.admin.dynamic_broker_config import DynamicBrokerConfig
     from broker.config import KafkaConfig
     from broker.coordinator.group.group_coordinator import GroupCoordinator
+    from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from broker.metadata_cache import MetadataCache
     from broker.network.api_version_manager import ApiVersionManager
     from broker.network.request_channel import RequestChannel
@@ -57,5 +59,9 @@ class BrokerServices:
     broker_epoch: int = -1
     # The classic group coordinator (set at startup; None until then).
     group_coordinator: GroupCoordinator | None = None
+    # The transaction coordinator (set at startup; None until then).
+    transaction_coordinator: TransactionCoordinator | None = None
     # The live, layered broker config (static + dynamic from ZooKeeper), set at startup.
     dynamic_config: DynamicBrokerConfig | None = None
+    # KIP-890: asks transaction coordinators whether partitions are in a transaction (set at startup).
+    add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None

@@ -38,6 +38,7 @@ from coordination.zk_admin_data import (
     encode_config_change,
     encode_entity_config,
     encode_feature_znode,
+    encode_log_dir_event,
     encode_producer_id_block,
 )
 from coordination.zk_client import ZooKeeperClient
@@ -49,6 +50,7 @@ from coordination.zk_data import (
     CONTROLLER_PATH,
     DELETE_TOPICS_PATH,
     FEATURE_PATH,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
     PERSISTENT_PATHS,
     PRODUCER_ID_BLOCK_PATH,
     TOPICS_PATH,
@@ -420,6 +422,11 @@ class KafkaZkClient:
                 self.zk.create_recursive(path, data)
             except NodeExistsError:
                 self.zk.set_data(path, data)
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """Tell the controller that a log dir of ``broker_id`` failed (a sequential notification znode)."""
+        return self.zk.create_recursive(f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/log_dir_event_",
+                                        encode_log_dir_event(broker_id), sequence=True)
 
     def create_config_change_notification(self, entity_path: str) -> str:
         return self.zk.create_recursive(CONFIG_CHANGE_PATH_PREFIX, encode_config_change(entity_path), sequence=True)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a fresh Debian machine, idempotently:
-# Debian packages (ZooKeeper, kcat, a JRE for ZooKeeper) and a virtualenv in .venv
+# Debian packages (ZooKeeper, kcat, a JRE for ZooKeeper, iptables) and a virtualenv in .venv
 # with the project and its test dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,7 @@ need_apt=()
 [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need_apt+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
+command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)  # tests/faults: partitions, loss, delays
 if [ ${#need_apt[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -15,6 +15,10 @@ class StorageError(Exception):
     error_name: ClassVar[str] = "KAFKA_STORAGE_ERROR"
 
 
+class KafkaStorageError(StorageError):
+    """An I/O error (disk full, failing device) on a log dir, which is offline from then on."""
+
+
 class CorruptIndexError(StorageError):
     """An index file fails its sanity check; the loader rebuilds it from the .log."""
 
@@ -79,6 +83,10 @@ class TransactionCoordinatorFencedError(StorageError):
 
 class InvalidConfigError(StorageError):
     error_name = "INVALID_CONFIG"
+
+
+class LogCleaningAbortedError(StorageError):
+    """A cleaning that must stop: its log was truncated, deleted or paused meanwhile."""
 
 
 class UnexpectedAppendOffsetError(StorageError):

@@ -123,13 +123,18 @@ class FileRecords:
         for pos, header, _ in self._scan(start, end, with_data=False):
             yield pos, header
 
-    def entries_with_data(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, LogEntryHeader, memoryview]]:
-        """Like entries(), with each entry's bytes and its CRC checked (raises CorruptRecordError)."""
-        return self._scan(start, end, with_data=True)
+    def entries_with_data(
+        self, start: int = 0, end: int | None = None, chunk: int = READ_CHUNK
+    ) -> Iterator[tuple[int, LogEntryHeader, memoryview]]:
+        """Like entries(), with each entry's bytes and its CRC checked (raises CorruptRecordError).
 
-    def _scan(self, start: int, end: int | None, with_data: bool) -> Iterator[tuple[int, LogEntryHeader, memoryview]]:
+        The file is read ``chunk`` bytes at a time (more for a larger entry)."""
+        return self._scan(start, end, with_data=True, chunk=chunk)
+
+    def _scan(
+        self, start: int, end: int | None, with_data: bool, chunk: int = HEADER_WINDOW
+    ) -> Iterator[tuple[int, LogEntryHeader, memoryview]]:
         limit = self._size if end is None else min(end, self._size)
-        chunk = READ_CHUNK if with_data else HEADER_WINDOW
         pos = start
         buf = memoryview(b"")
         buf_start = start

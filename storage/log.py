@@ -13,23 +13,27 @@ import enum
 import logging
 import os
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from protocol.exceptions import CorruptRecordError
 from protocol.records.batch import Buffer
 from protocol.records.log_entry import decode_entry_records
-from storage.checkpoints import LeaderEpochCheckpointFile
+from storage.checkpoints import LeaderEpochCheckpointFile, fsync_dir
 from storage.errors import (
     CorruptRecordStorageError,
     InvalidRecordError,
+    LogCleaningAbortedError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
 from storage.file_records import FileRecords
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import LogConfig
-from storage.log_files import DELETED_SUFFIX, LEADER_EPOCH_CHECKPOINT
+from storage.log_dir_failure_channel import LogDirFailureChannel, reports_io_errors
+from storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, LEADER_EPOCH_CHECKPOINT, SWAP_SUFFIX
 from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_segment import LogSegment, now_ms
 from storage.log_segments import LogSegments
@@ -41,7 +45,16 @@ from storage.log_validator import (
     assign_offsets_and_epoch,
     check_follower_offsets,
 )
-from storage.producer_state import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from storage.producer_state import (
+    SENTINEL_GUARD,
+    AppendOrigin,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+    ProducerStateEntry,
+    ProducerStateManagerConfig,
+    VerificationGuard,
+)
 from storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -81,6 +94,13 @@ class TimestampAndOffset(NamedTuple):
     leader_epoch: int | None
 
 
+class LastRecord(NamedTuple):
+    """An active producer's last data offset (None after only a marker) and epoch."""
+
+    last_data_offset: int | None
+    producer_epoch: int
+
+
 class Log:
     def __init__(
         self,
@@ -92,20 +112,27 @@ class Log:
         recovery_point: int = 0,
         high_watermark: int = 0,
         had_clean_shutdown: bool = False,
-        producer_id_expiration_ms: int = 86400000,
+        producer_state_config: ProducerStateManagerConfig | None = None,
         now: int | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         os.makedirs(directory, exist_ok=True)
         self.dir = directory
+        self.failure_channel = failure_channel
         self.topic_partition = topic_partition or os.path.basename(os.path.normpath(directory))
         self.config = config
         self._lock = threading.RLock()
         self.segments = LogSegments()
-        self.producers = ProducerStateManager(directory, self.topic_partition, producer_id_expiration_ms)
+        self.producers = ProducerStateManager(directory, self.topic_partition, producer_state_config)
         self.leader_epoch_cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
         )
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        # Truncations below the active segment run inside this guard (the LogManager pauses the
+        # log's cleaning there, as Kafka's LogManager.truncateTo does); the count lets a
+        # cleaning that raced one notice it before swapping its segments in.
+        self.truncation_guard: Callable[[], AbstractContextManager[object]] = nullcontext
+        self.truncation_count = 0
         current = now_ms() if now is None else now
         loaded = LogLoader(
             directory, config, self.segments, self.producers, self.leader_epoch_cache,
@@ -147,10 +174,12 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
+        """The first offset of an undecided transaction (or one whose marker is not yet below the
+        high watermark), never below the log start; the high watermark when there is none."""
         with self._lock:
             first_unstable = self.producers.first_unstable_offset()
             hw = self._high_watermark
-            return hw if first_unstable is None else min(first_unstable, hw)
+            return hw if first_unstable is None else min(max(first_unstable, self._log_start_offset), hw)
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -182,25 +211,29 @@ class Log:
             return True
 
     # --- appends --------------------------------------------------------------------------
+    @reports_io_errors
     def append_as_leader(
         self, records: bytearray | memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT,
-        now: int | None = None, *, validated: bool = False,
+        now: int | None = None, *, validated: bool = False, verification_guard: VerificationGuard = SENTINEL_GUARD,
     ) -> LogAppendInfo:
         """Validate, assign offsets in place (``records`` must be writable) and append.
 
         ``validated=True`` skips the CRC check, for callers that already checked every batch's
         CRC on the produce path (each batch must be CRC-checked exactly once before it is
-        written); framing and all other checks still run.
+        written); framing and all other checks still run. ``verification_guard`` is the one
+        ``maybe_start_transaction_verification`` gave for this append's transactional batch.
         """
-        return self._append(records, origin, leader_epoch, assign_offsets=True, now=now, check_crc=not validated)
+        return self._append(records, origin, leader_epoch, assign_offsets=True, now=now, check_crc=not validated,
+                            verification_guard=verification_guard)
 
+    @reports_io_errors
     def append_as_follower(self, records: Buffer, now: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader as they are (offsets already assigned)."""
         return self._append(records, AppendOrigin.REPLICATION, -1, assign_offsets=False, now=now, check_crc=True)
 
     def _append(
         self, records: Buffer, origin: AppendOrigin, leader_epoch: int, assign_offsets: bool, now: int | None,
-        check_crc: bool,
+        check_crc: bool, verification_guard: VerificationGuard = SENTINEL_GUARD,
     ) -> LogAppendInfo:
         # The hot path: everything below is per batch (most appends carry one) or per append.
         config = self.config
@@ -237,7 +270,8 @@ class Log:
             updated: dict[int, ProducerAppendInfo] = {}
             completed: list[CompletedTxn] = []
             if has_producer_ids:  # batches without a producer id leave producer state alone
-                updated, completed, duplicate = analyze_producer_state(producers, records, batches, origin)
+                updated, completed, duplicate = analyze_producer_state(producers, records, batches, origin,
+                                                                    verification_guard)
                 if duplicate is not None:
                     return LogAppendInfo(
                         duplicate.first_offset, duplicate.last_offset, max_ts, max_ts_offset, duplicate.timestamp,
@@ -266,6 +300,15 @@ class Log:
                 size, len(batches), num_records, completed_txns=completed,
             )
 
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:
+        """The guard the next transactional append of this producer must carry: SENTINEL when its
+        transaction is already open here (no verification needed), else its pending verification's."""
+        with self._lock:
+            producers = self.producers
+            if producers.has_ongoing_transaction(producer_id):
+                return SENTINEL_GUARD
+            return producers.maybe_create_verification_state_entry(producer_id, sequence, epoch, now_ms()).guard
+
     def _assign_epoch_start_offsets(self, batches: Batches) -> None:
         """Record each leader epoch a follower append's batches start (magic 0/1 have none)."""
         epochs = self.leader_epoch_cache
@@ -285,6 +328,7 @@ class Log:
         )
         return self.roll(first_offset)
 
+    @reports_io_errors
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment; the old one gets its final index entries, a snapshot and an fsync."""
         with self._lock:
@@ -305,6 +349,7 @@ class Log:
             self._flush_upto(new_offset)
             return segment
 
+    @reports_io_errors
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``offset`` (default: the log end)."""
         with self._lock:
@@ -419,16 +464,22 @@ class Log:
             return self.leader_epoch_cache.end_offset_for(leader_epoch, self._next_offset)
 
     # --- truncation -----------------------------------------------------------------------
+    @reports_io_errors
     def truncate_to(self, target_offset: int) -> bool:
         """Remove everything from ``target_offset`` on (follower truncation); False if nothing to do."""
         if target_offset < 0:
             raise ValueError(f"cannot truncate {self.topic_partition} to a negative offset {target_offset}")
-        with self._lock:
+        below_active = target_offset < self.segments.active.base_offset
+        with self.truncation_guard() if below_active else nullcontext(), self._lock:
             if target_offset >= self._next_offset:
+                # Kafka always cuts the epoch cache: a broker that led and assigned an epoch without
+                # appending under it must not keep claiming that epoch as a follower.
+                self.leader_epoch_cache.truncate_from_end(self._next_offset)
                 return False
+            self.truncation_count += 1
             first = self.segments.first
             if first is None or target_offset < first.base_offset:
-                self.truncate_fully_and_start_at(target_offset)
+                self._truncate_fully_and_start_at(target_offset)
                 return True
             self._delete_segments([s for s in self.segments if s.base_offset > target_offset], "truncation")
             self.segments.active.truncate_to(target_offset)
@@ -440,15 +491,20 @@ class Log:
             rebuild_producer_state(self.producers, self.segments, self._log_start_offset, target_offset, now_ms())
             return True
 
+    @reports_io_errors
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop every segment and restart the log, empty, at ``new_offset``."""
-        with self._lock:
-            old = list(self.segments)
-            self.segments.add(LogSegment.open(self.dir, new_offset, self.config, preallocate=self.config.preallocate))
-            self._delete_segments([s for s in old if s.base_offset != new_offset], "truncate fully")
-            self.leader_epoch_cache.clear_and_flush()
-            self.producers.truncate_fully_and_start_at(new_offset)
-            self._log_start_offset = self._next_offset = self._recovery_point = self._high_watermark = new_offset
+        with self.truncation_guard(), self._lock:
+            self.truncation_count += 1
+            self._truncate_fully_and_start_at(new_offset)
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        old = list(self.segments)
+        self.segments.add(LogSegment.open(self.dir, new_offset, self.config, preallocate=self.config.preallocate))
+        self._delete_segments([s for s in old if s.base_offset != new_offset], "truncate fully")
+        self.leader_epoch_cache.clear_and_flush()
+        self.producers.truncate_fully_and_start_at(new_offset)
+        self._log_start_offset = self._next_offset = self._recovery_point = self._high_watermark = new_offset
 
     # --- retention and log start offset ---------------------------------------------------
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, from_delete_records: bool = False) -> bool:
@@ -468,6 +524,7 @@ class Log:
                 self.update_high_watermark(new_log_start_offset)
             return True
 
+    @reports_io_errors
     def delete_old_segments(self, now: int | None = None) -> int:
         """Apply log start offset, retention.bytes and retention.ms; returns the segments deleted."""
         current = now_ms() if now is None else now
@@ -523,15 +580,71 @@ class Log:
 
     def _delete_segments(self, segments: list[LogSegment], reason: str) -> None:
         """Unlink from the log now, rename to .deleted, remove after file.delete.delay.ms."""
-        due = now_ms() + self.config.file_delete_delay_ms
         for segment in segments:
             self.segments.remove(segment.base_offset)
+            self.producers.remove_snapshot(segment.base_offset)
+        self._schedule_deletion(segments, reason)
+
+    def _schedule_deletion(self, segments: list[LogSegment], reason: str) -> None:
+        due = now_ms() + self.config.file_delete_delay_ms
+        for segment in segments:
             segment.change_file_suffixes("", DELETED_SUFFIX)
             self._pending_deletes.append((due, segment))
-            self.producers.remove_snapshot(segment.base_offset)
             log.debug("scheduled deletion of %s (%s)", segment.log.path, reason)
         if self.config.file_delete_delay_ms == 0:
             self.delete_pending_segments(due)
+
+    # --- compaction ---------------------------------------------------------------------------
+    def log_segments(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """Segments that may hold offsets in [from_offset, to_offset) (Kafka's logSegments)."""
+        with self._lock:
+            return self.segments.values_between(from_offset, to_offset)
+
+    def non_active_segments_from(self, offset: int) -> list[LogSegment]:
+        with self._lock:
+            active = self.segments.active.base_offset
+            return [] if offset > active else self.segments.values_between(offset, active)
+
+    def last_records_of_active_producers(self) -> dict[int, LastRecord]:
+        """What the cleaner must keep so each producer's sequence and epoch survive compaction."""
+        with self._lock:
+            return {
+                pid: LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+                for pid, e in self.producers.producers.items()
+            }
+
+    def replace_segments(
+        self, new_segments: list[LogSegment], old_segments: list[LogSegment], truncation_count: int
+    ) -> None:
+        """Swap ``.cleaned`` segments in for ``old_segments``, crash-safely (Kafka's replaceSegments).
+
+        The new segments become ``.swap`` (highest offset first, so a crash that leaves any
+        ``.cleaned`` file behind rolls the whole swap back at load), then the old segments
+        become ``.deleted``, then the ``.swap`` suffixes go; a crash after the ``.swap`` step is
+        completed by the loader. Raises LogCleaningAbortedError, touching nothing, when the log
+        was truncated since the cleaning read it (``truncation_count`` then differs) or an old
+        segment is gone.
+        """
+        with self._lock:
+            if truncation_count != self.truncation_count or any(
+                self.segments.get(s.base_offset) is not s for s in old_segments
+            ):
+                raise LogCleaningAbortedError(f"the segments of {self.topic_partition} changed during cleaning")
+            new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+            for segment in reversed(new_sorted):
+                segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            for segment in reversed(new_sorted):
+                self.segments.add(segment)
+            new_bases = {s.base_offset for s in new_sorted}
+            old_sorted = sorted(old_segments, key=lambda s: s.base_offset)
+            for segment in old_sorted:
+                if segment.base_offset not in new_bases:
+                    self.segments.remove(segment.base_offset)
+                    self.producers.remove_snapshot(segment.base_offset)
+            self._schedule_deletion(old_sorted, "replaced by cleaned segments")
+            for segment in new_sorted:
+                segment.change_file_suffixes(SWAP_SUFFIX, "")
+            fsync_dir(self.dir)
 
     def delete_pending_segments(self, now: int | None = None) -> int:
         """Physically remove .deleted segments whose delay has passed."""
@@ -554,6 +667,12 @@ class Log:
             keep_from = min(below_recovery.base_offset if below_recovery else self._recovery_point, two_segments)
             self.producers.delete_snapshots_before(keep_from)
             return keep_from
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """A copy of every tracked producer's state by id (DescribeProducers), taken under the lock
+        appends on other threads also hold."""
+        with self._lock:
+            return [self.producers.producers[pid].copy() for pid in sorted(self.producers.producers)]
 
     def remove_expired_producers(self, now: int) -> None:
         """Forget producers idle for producer.id.expiration.ms with no open transaction."""

@@ -33,6 +33,7 @@ TOPIC_KEYS: dict[str, str] = {
     "message_timestamp_type": "message.timestamp.type",
     "message_timestamp_before_max_ms": "message.timestamp.before.max.ms",
     "message_timestamp_after_max_ms": "message.timestamp.after.max.ms",
+    "message_timestamp_difference_max_ms": "message.timestamp.difference.max.ms",
     "compression_type": "compression.type",
     "min_insync_replicas": "min.insync.replicas",
     "max_message_bytes": "max.message.bytes",
@@ -66,6 +67,7 @@ BROKER_KEYS: list[tuple[str, str, int]] = [
     ("log.message.timestamp.type", "message_timestamp_type", 1),
     ("log.message.timestamp.before.max.ms", "message_timestamp_before_max_ms", 1),
     ("log.message.timestamp.after.max.ms", "message_timestamp_after_max_ms", 1),
+    ("log.message.timestamp.difference.max.ms", "message_timestamp_difference_max_ms", 1),
     ("compression.type", "compression_type", 1),
     ("min.insync.replicas", "min_insync_replicas", 1),
     ("message.max.bytes", "max_message_bytes", 1),
@@ -99,6 +101,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated: the bound before/after leave unset
     compression_type: str = "producer"
     min_insync_replicas: int = 1
     max_message_bytes: int = 1048588
@@ -127,6 +130,10 @@ class LogConfig:
             (self.message_timestamp_type in TIMESTAMP_TYPES, f"message.timestamp.type must be one of {TIMESTAMP_TYPES}"),
             (self.compression_type in COMPRESSION_TYPES, f"compression.type must be one of {COMPRESSION_TYPES}"),
             (set(self.cleanup_policy) <= set(CLEANUP_POLICIES), f"cleanup.policy must be a list of {CLEANUP_POLICIES}"),
+            (self.delete_retention_ms >= 0, "delete.retention.ms must be non-negative"),
+            (self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms must be non-negative"),
+            (self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms must be at least 1"),
+            (0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio must be between 0 and 1"),
         ]
         for ok, message in checks:
             if not ok:
@@ -139,6 +146,20 @@ class LogConfig:
     @property
     def compact_enabled(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far in the past a CreateTime record may be (Kafka's getMessageTimestampBeforeMaxMs)."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far in the future a CreateTime record may be (Kafka's getMessageTimestampAfterMaxMs)."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
 
     @property
     def log_append_time(self) -> bool:

@@ -47,13 +47,6 @@ def _remove(path: str, why: str) -> None:
         pass
 
 
-def _delete_segment_files(directory: str, base_offset: int, why: str) -> None:
-    for suffix in SEGMENT_SUFFIXES:
-        path = segment_path(directory, base_offset, suffix)
-        if os.path.exists(path):
-            _remove(path, why)
-
-
 def rebuild_producer_state(
     producers: ProducerStateManager, segments: LogSegments, log_start_offset: int, end_offset: int, now_ms: int
 ) -> None:
@@ -123,38 +116,42 @@ class LogLoader:
         return LoadedLogOffsets(log_start_offset, min(self.recovery_point, next_offset), next_offset)
 
     def _remove_temp_files_and_collect_swap_files(self) -> list[str]:
-        swap_logs: list[tuple[int, str]] = []
-        min_cleaned = None
+        """Kafka's removeTempFilesAndCollectSwapFiles: a ``.cleaned`` file means its cleaning never
+        reached the swap, so every ``.swap`` file at or above the lowest such offset goes too."""
+        swaps: list[tuple[int, str]] = []
+        cleaned: list[str] = []
+        min_cleaned: int | None = None
         for name in sorted(os.listdir(self.dir)):
             path = os.path.join(self.dir, name)
             if not os.path.isfile(path):
                 continue
+            offset = offset_from_file_name(name)
             if name.endswith(DELETED_SUFFIX):
                 _remove(path, "leftover of an asynchronous delete")
-            elif name.endswith(CLEANED_SUFFIX):
-                offset = offset_from_file_name(name)
-                if offset is not None:
-                    min_cleaned = offset if min_cleaned is None else min(min_cleaned, offset)
-                _remove(path, "leftover of an interrupted cleaning")
             elif name.endswith(".tmp"):
                 _remove(path, "leftover of an interrupted atomic write")
-            elif name.endswith(SWAP_SUFFIX):
-                offset = offset_from_file_name(name)
-                if name[: -len(SWAP_SUFFIX)].endswith(LOG_SUFFIX) and offset is not None:
-                    swap_logs.append((offset, path))
-                else:
-                    _remove(path, "swapped index, rebuilt from the log")
+            elif name.endswith(CLEANED_SUFFIX) and offset is not None:
+                min_cleaned = offset if min_cleaned is None else min(min_cleaned, offset)
+                cleaned.append(path)
+            elif name.endswith(SWAP_SUFFIX) and offset is not None:
+                swaps.append((offset, path))
         valid = []
-        for offset, path in swap_logs:
+        for offset, path in swaps:
             if min_cleaned is not None and offset >= min_cleaned:
-                _remove(path, "swap file from an interrupted cleaning")
+                _remove(path, "swap file of an interrupted cleaning")
             else:
                 valid.append(path)
+        for path in cleaned:
+            _remove(path, "leftover of an interrupted cleaning")
         return valid
 
-    def _complete_swaps(self, swap_logs: list[str]) -> None:
-        """A crash mid-replacement left .swap segments: delete what they replace and drop the suffix."""
-        for swap in swap_logs:
+    def _complete_swaps(self, swap_files: list[str]) -> None:
+        """A crash after every new segment became ``.swap``: delete what the swap segments replace
+        (every file named in [lowest swap base, highest swap end)) and drop the suffixes."""
+        low = high = None
+        for swap in swap_files:
+            if not swap[: -len(SWAP_SUFFIX)].endswith(LOG_SUFFIX):
+                continue
             base = offset_from_file_name(swap)
             assert base is not None
             records = FileRecords.open(swap, read_only=True)
@@ -164,13 +161,17 @@ class LogLoader:
                     end = header.next_offset
             finally:
                 records.close()
+            log.info("found %s from an interrupted swap, recoverable by renaming", swap)
+            low = base if low is None else min(low, base)
+            high = end if high is None else max(high, end)
+        if low is not None and high is not None:
             for name in os.listdir(self.dir):
                 offset = offset_from_file_name(name)
-                if name.endswith(LOG_SUFFIX) and offset is not None and base <= offset < max(end, base + 1):
-                    _delete_segment_files(self.dir, offset, f"replaced by swap segment {swap}")
-            live = swap[: -len(SWAP_SUFFIX)]
-            log.info("completing interrupted swap: %s -> %s", swap, live)
-            os.rename(swap, live)
+                if not name.endswith(SWAP_SUFFIX) and offset is not None and low <= offset < high:
+                    _remove(os.path.join(self.dir, name), "replaced by a swap segment")
+        for swap in swap_files:
+            log.info("completing interrupted swap: %s", swap)
+            os.rename(swap, swap[: -len(SWAP_SUFFIX)])
 
     def _load_segment_files(self) -> None:
         names = set(os.listdir(self.dir))

@@ -4,11 +4,14 @@ At startup each log dir is locked (``.lock``), its checkpoints are read (a garba
 logged and treated as empty, so those logs are fully recovered), and each partition
 directory is loaded; the clean-shutdown marker skips recovery and is then removed.
 Periodic work (retention, flush, checkpoints, delayed deletes) is plain methods the broker
-calls, or a small background scheduler started with ``start_scheduler()``.
+calls, or a small background scheduler started with ``start_scheduler()``, which also starts
+the LogCleaner when one is configured. As in Kafka, the LogManager pauses a log's cleaning
+around truncations and retention of non-compacted logs, and aborts it before deletion.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -16,13 +19,18 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from storage.checkpoints import OffsetCheckpointFile, fsync_dir, write_atomically
-from storage.errors import CorruptCheckpointError, StorageError
+from storage.cleaner.cleaner_config import CleanerConfig
+from storage.cleaner.log_cleaner import LogCleaner
+from storage.cleaner.log_cleaner_manager import CLEANER_CHECKPOINT
+from storage.errors import CorruptCheckpointError, KafkaStorageError, StorageError
 from storage.log import Log
 from storage.log_config import LogConfig
+from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.log_files import DELETE_DIR_SUFFIX, parse_partition_dir, partition_dir_name
 from storage.log_segment import now_ms
 from storage.meta_properties import (
@@ -31,17 +39,24 @@ from storage.meta_properties import (
     read_partition_metadata,
     write_partition_metadata,
 )
+from storage.producer_state import ProducerStateManagerConfig
 
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
+# A ZooKeeper-mode Kafka broker writes no epoch into .kafka_cleanshutdown (only KRaft brokers read it).
+ZK_MODE_BROKER_EPOCH = -1
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 
 TopicPartition = tuple[str, int]
+
+
+# Kafka's LogManager schedules these first after log.initial.task.delay.ms; the others (the high
+# watermark checkpoint, producer expiration) after their own interval.
+_AFTER_INITIAL_DELAY = frozenset({"retention", "flush", "recovery_point_checkpoint", "log_start_checkpoint"})
 
 
 class LogManager:
@@ -56,8 +71,9 @@ class LogManager:
         flush_recovery_offset_checkpoint_interval_ms: int = 60000,
         flush_start_offset_checkpoint_interval_ms: int = 60000,
         high_watermark_checkpoint_interval_ms: int = 5000,
-        producer_id_expiration_ms: int = 86400000,
-        broker_epoch: int = -1,
+        producer_state_config: ProducerStateManagerConfig | None = None,
+        producer_id_expiration_check_interval_ms: int = 600000,
+        cleaner_config: CleanerConfig | None = None,
         initial_task_delay_ms: int = 30000,
     ) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -69,9 +85,10 @@ class LogManager:
             "recovery_point_checkpoint": flush_recovery_offset_checkpoint_interval_ms,
             "log_start_checkpoint": flush_start_offset_checkpoint_interval_ms,
             "high_watermark_checkpoint": high_watermark_checkpoint_interval_ms,
+            "producer_expiration": producer_id_expiration_check_interval_ms,
         }
-        self.producer_id_expiration_ms = producer_id_expiration_ms
-        self.broker_epoch = broker_epoch
+        self.producer_state_config = producer_state_config or ProducerStateManagerConfig()
+        self.failure_channel = LogDirFailureChannel()
         # Kafka's log.initial.task.delay.ms: when retention, flushes and the log checkpoints first run.
         self.initial_task_delay_ms = initial_task_delay_ms
         self._logs: dict[TopicPartition, Log] = {}
@@ -80,6 +97,8 @@ class LogManager:
         self._lock_fds: list[int] = []
         self._scheduler: threading.Thread | None = None
         self._stop = threading.Event()
+        self.cleaner_config = cleaner_config
+        self.cleaner: LogCleaner | None = None
 
     # --- startup / shutdown ---------------------------------------------------------------
     def startup(self, broker_id: int | None = None, cluster_id: str | None = None) -> None:
@@ -94,12 +113,17 @@ class LogManager:
                 for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_CHECKPOINT):
                     OffsetCheckpointFile(os.path.join(log_dir, name))
                 self._load_dir(log_dir)
+            if self.cleaner_config is not None and self.cleaner_config.enable_cleaner:
+                self.cleaner = LogCleaner(self.cleaner_config, self.log_dirs, self.all_logs)
         except BaseException:
             self._release_locks()
             raise
 
     def _release_locks(self) -> None:
-        for fd in self._lock_fds:
+        """Unlock and delete each dir's ``.lock``, as Kafka's FileLock.destroy does."""
+        for log_dir, fd in zip(self.log_dirs, self._lock_fds):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(log_dir, LOCK_FILE))
             os.close(fd)
         self._lock_fds.clear()
 
@@ -141,13 +165,12 @@ class LogManager:
                 path, self.config_for(tp[0]), topic_partition=name,
                 log_start_offset=log_starts.get(tp, 0), recovery_point=recovery_points.get(tp, 0),
                 high_watermark=high_watermarks.get(tp, 0), had_clean_shutdown=clean,
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                producer_state_config=self.producer_state_config, failure_channel=self.failure_channel,
             )
             with self._lock:
                 if tp in self._logs:
                     raise StorageError(f"duplicate log directories for {name}: {self._log_dir_of[tp]} and {log_dir}")
-                self._logs[tp] = loaded
-                self._log_dir_of[tp] = log_dir
+                self._add_log(tp, loaded, log_dir)
         if clean:
             os.remove(marker)
         self.checkpoint_log_dir(log_dir)
@@ -158,13 +181,13 @@ class LogManager:
         with self._lock:
             for tp_log in self._logs.values():
                 tp_log.close()
-            for log_dir in self.log_dirs:
+            for log_dir in self.live_log_dirs:
                 self.checkpoint_log_dir(log_dir)
                 dir_clean = all(
                     l.recovery_point >= l.log_end_offset for tp, l in self._logs.items() if self._log_dir_of[tp] == log_dir
                 )
                 if dir_clean:
-                    body = json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}, separators=(",", ":"))
+                    body = json.dumps({"version": 0, "brokerEpoch": ZK_MODE_BROKER_EPOCH}, separators=(",", ":"))
                     write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), body.encode())
                 else:
                     log.warning("not marking %s as cleanly shut down: a log found corrupt data", log_dir)
@@ -172,7 +195,49 @@ class LogManager:
             self._log_dir_of.clear()
             self._release_locks()
 
+    # --- log dir failures -----------------------------------------------------------------
+    @property
+    def live_log_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """Stop serving the logs of a failed dir (Kafka's LogManager.handleLogDirFailure): they are
+        dropped, their files left as they are for recovery; returns their partitions."""
+        with self._lock:
+            dropped = [tp for tp, d in self._log_dir_of.items() if d == log_dir]
+            for tp in dropped:
+                if self.cleaner is not None:
+                    self.cleaner.abort_cleaning(tp)
+                self._log_dir_of.pop(tp)
+                tp_log = self._logs.pop(tp)
+                try:
+                    tp_log.close()
+                except (OSError, StorageError) as exc:
+                    log.warning("closing %s in failed dir %s: %s", tp_log.topic_partition, log_dir, exc)
+        log.warning("Logs for partitions %s are offline in failed dir %s", sorted(dropped), log_dir)
+        return dropped
+
     # --- logs -----------------------------------------------------------------------------
+    def _add_log(self, tp: TopicPartition, tp_log: Log, log_dir: str) -> None:
+        tp_log.truncation_guard = lambda: self._cleaning_paused(tp, tp_log)
+        self._logs[tp] = tp_log
+        self._log_dir_of[tp] = log_dir
+
+    @contextmanager
+    def _cleaning_paused(self, tp: TopicPartition, tp_log: Log) -> Iterator[None]:
+        """Kafka's LogManager.truncateTo: abort and pause the log's cleaning while it is truncated,
+        then keep its cleaner checkpoint within the log."""
+        cleaner = self.cleaner
+        if cleaner is None:
+            yield
+            return
+        cleaner.abort_and_pause_cleaning(tp)
+        try:
+            yield
+            cleaner.maybe_truncate_checkpoint(os.path.dirname(tp_log.dir), tp, tp_log.active_segment.base_offset)
+        finally:
+            cleaner.resume_cleaning([tp])
+
     def config_for(self, topic: str) -> LogConfig:
         return LogConfig.from_props(self.topic_configs.get(topic, {}), self.default_config)
 
@@ -206,10 +271,13 @@ class LogManager:
                 if topic_id is not None:
                     self._check_topic_id(existing.dir, topic_id)
                 return existing
-            counts = {d: 0 for d in self.log_dirs}
+            live = self.live_log_dirs
+            if not live:
+                raise KafkaStorageError(f"no log dir is online to create {topic}-{partition} in")
+            counts = {d: 0 for d in live}
             for d in self._log_dir_of.values():
                 counts[d] += 1
-            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            log_dir = min(live, key=lambda d: counts[d])
             path = os.path.join(log_dir, partition_dir_name(topic, partition))
             os.makedirs(path, exist_ok=True)
             fsync_dir(log_dir)
@@ -217,10 +285,10 @@ class LogManager:
                 write_partition_metadata(path, topic_id)
             created = Log(
                 path, self.config_for(topic), topic_partition=os.path.basename(path),
-                had_clean_shutdown=True, producer_id_expiration_ms=self.producer_id_expiration_ms,
+                had_clean_shutdown=True, producer_state_config=self.producer_state_config,
+                failure_channel=self.failure_channel,
             )
-            self._logs[tp] = created
-            self._log_dir_of[tp] = log_dir
+            self._add_log(tp, created, log_dir)
             return created
 
     def _check_topic_id(self, path: str, topic_id: uuid.UUID) -> None:
@@ -231,9 +299,11 @@ class LogManager:
             raise InconsistentMetadataError(f"topic id {topic_id} does not match {stored} stored in {path}")
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Remove a partition: rename its dir to ``<name>.<uuid>-delete`` and delete it."""
+        """Remove a partition: stop its cleaning, rename its dir to ``<name>.<uuid>-delete`` and delete it."""
+        tp = (topic, partition)
+        if self.cleaner is not None and tp in self._logs:
+            self.cleaner.abort_cleaning(tp)
         with self._lock:
-            tp = (topic, partition)
             tp_log = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
             if tp_log is None or log_dir is None:
@@ -244,14 +314,30 @@ class LogManager:
             os.rename(tp_log.dir, target)
             fsync_dir(log_dir)
             self.checkpoint_log_dir(log_dir)
+        if self.cleaner is not None:
+            self.cleaner.update_checkpoints(log_dir, remove=tp)
         shutil.rmtree(target, ignore_errors=True)
 
     # --- periodic work --------------------------------------------------------------------
     def cleanup_logs(self, now: int | None = None) -> int:
-        """Retention: delete segments past retention.ms/retention.bytes/log start offset."""
+        """Retention: delete segments past retention.ms/retention.bytes/log start offset.
+
+        As in Kafka, compacted logs are left to the cleaner threads (none without a cleaner),
+        and the non-compacted ones have their cleaning paused meanwhile, so a log whose
+        cleanup.policy just changed is never cleaned and retained at once.
+        """
+        cleaner = self.cleaner
+        if cleaner is not None:
+            deletable = cleaner.manager.pause_cleaning_for_non_compacted_partitions()
+        else:
+            deletable = [(tp, l) for tp, l in self.all_logs().items() if not l.config.compact_enabled]
         total = 0
-        for tp_log in self.all_logs().values():
-            total += tp_log.delete_old_segments(now)
+        try:
+            for _, tp_log in deletable:
+                total += tp_log.delete_old_segments(now)
+        finally:
+            if cleaner is not None:
+                cleaner.resume_cleaning([tp for tp, _ in deletable])
         return total
 
     def delete_pending_segments(self, now: int | None = None) -> int:
@@ -274,22 +360,27 @@ class LogManager:
             return {tp: l for tp, l in self._logs.items() if self._log_dir_of[tp] == log_dir}
 
     def _checkpoint(self, log_dir: str, name: str, value: Callable[[Log], int | None]) -> None:
+        """Write one checkpoint file of a dir; an I/O error takes the dir offline."""
         offsets = {tp: v for tp, l in self._logs_in(log_dir).items() if (v := value(l)) is not None}
-        OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
+        try:
+            OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
+        except OSError as exc:
+            self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while writing {name} in dir {log_dir}", exc)
+            raise KafkaStorageError(f"cannot write {name} in {log_dir}: {exc}") from exc
 
     def checkpoint_recovery_points(self) -> None:
         """Write recovery points, then drop producer snapshots that recovery can no longer need."""
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             self._checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT, _recovery_point)
             for tp_log in self._logs_in(log_dir).values():
                 tp_log.delete_snapshots_after_recovery_point_checkpoint()
 
     def checkpoint_log_start_offsets(self) -> None:
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             self._checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT, _log_start_offset)
 
     def checkpoint_high_watermarks(self) -> None:
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             self._checkpoint(log_dir, REPLICATION_CHECKPOINT, _high_watermark)
 
     def checkpoint_log_dir(self, log_dir: str) -> None:
@@ -306,14 +397,17 @@ class LogManager:
             ("recovery_point_checkpoint", self.checkpoint_recovery_points),
             ("log_start_checkpoint", self.checkpoint_log_start_offsets),
             ("high_watermark_checkpoint", self.checkpoint_high_watermarks),
+            ("producer_expiration", self.remove_expired_producers),
         ]
 
     def start_scheduler(self, tick_ms: int = 1000) -> None:
         if self._scheduler is not None:
             return
+        if self.cleaner is not None:
+            self.cleaner.startup()
         self._stop.clear()
         start = now_ms()
-        next_run = {name: start + (interval if name == "high_watermark_checkpoint" else self.initial_task_delay_ms)
+        next_run = {name: start + (self.initial_task_delay_ms if name in _AFTER_INITIAL_DELAY else interval)
                     for name, interval in self.intervals.items()}
 
         def run() -> None:
@@ -333,6 +427,8 @@ class LogManager:
         self._scheduler.start()
 
     def stop_scheduler(self) -> None:
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         if self._scheduler is not None:
             self._stop.set()
             self._scheduler.join()

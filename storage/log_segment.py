@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from protocol.exceptions import CorruptRecordError
 from storage.abstract_index import INT32_MAX
+from storage.clock import now_ms
 from storage.errors import CorruptIndexError, CorruptRecordStorageError, IndexOffsetOverflowError
 from protocol.records.log_entry import LogEntryHeader, decode_entry_records
 from storage.file_records import FileRecords
@@ -27,10 +27,6 @@ from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from storage.transaction_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class LogSegment:
@@ -109,6 +105,11 @@ class LogSegment:
     @property
     def last_modified_ms(self) -> int:
         return int(os.stat(self.log.path).st_mtime * 1000)
+
+    def set_last_modified(self, ms: int) -> None:
+        """Give the log and time index this mtime (a cleaned segment keeps its sources' age)."""
+        for path in (self.log.path, self.time_index.path):
+            os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return self.offset_index.can_append_offset(offset)
@@ -325,12 +326,22 @@ class LogSegment:
             return header.max_timestamp
         return NO_TIMESTAMP
 
-    # --- rolling ----------------------------------------------------------------------------
-    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+    def _rolling_timestamp(self) -> int | None:
+        """The max timestamp of the first append (or first batch, read lazily after a reload)."""
         if self.rolling_based_timestamp is None and self.size > 0:
             self.rolling_based_timestamp = self.first_batch_timestamp()
-        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
-            return message_timestamp - self.rolling_based_timestamp
+        return self.rolling_based_timestamp
+
+    def first_batch_timestamp_or_max(self) -> int:
+        """Kafka's getFirstBatchTimestamp (max.compaction.lag.ms): Long.MAX when there is none."""
+        ts = self._rolling_timestamp()
+        return ts if ts is not None and ts >= 0 else (1 << 63) - 1
+
+    # --- rolling ----------------------------------------------------------------------------
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        ts = self._rolling_timestamp()
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
         return now - self.created_ms
 
     def should_roll(

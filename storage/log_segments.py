@@ -48,6 +48,15 @@ class LogSegments:
         i = bisect.bisect_right(self._bases, base_offset)
         return self._by_base[self._bases[i]] if i < len(self._bases) else None
 
+    def values_between(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """Kafka's LogSegments.values(from, to): the segment holding ``from_offset`` (or the first
+        one) up to, not including, the first whose base offset is ``to_offset`` or more."""
+        if from_offset >= to_offset:
+            return []
+        floor = self.floor(from_offset)
+        start = floor.base_offset if floor else -1
+        return [self._by_base[b] for b in self._bases if start <= b < to_offset]
+
     def from_offset(self, offset: int) -> list[LogSegment]:
         """Segments that may hold offsets >= ``offset`` (the floor segment and every later one)."""
         floor = self.floor(offset)

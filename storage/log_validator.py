@@ -29,6 +29,7 @@ from protocol.records.log_entry import LogEntryHeader, read_log_entry, validate_
 from storage.errors import (
     CorruptRecordStorageError,
     InvalidRecordError,
+    InvalidTxnStateError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
@@ -38,6 +39,7 @@ from storage.producer_state import (
     CompletedTxn,
     ProducerAppendInfo,
     ProducerStateManager,
+    VerificationGuard,
     read_end_txn_marker,
 )
 
@@ -151,9 +153,14 @@ def check_follower_offsets(batches: Batches, expected: int, topic_partition: str
 
 
 def analyze_producer_state(
-    producers: ProducerStateManager, records: Buffer, batches: Batches, origin: AppendOrigin
+    producers: ProducerStateManager, records: Buffer, batches: Batches, origin: AppendOrigin,
+    verification_guard: VerificationGuard,
 ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
-    """The producer updates and completed transactions of the append, or the duplicate it repeats."""
+    """The producer updates and completed transactions of the append, or the duplicate it repeats.
+
+    A transactional data batch from a client or coordinator may start a transaction only with
+    the guard of its producer's pending verification (KIP-890), as Kafka's UnifiedLog checks.
+    """
     updated: dict[int, ProducerAppendInfo] = {}
     completed: list[CompletedTxn] = []
     for position, header in batches:
@@ -166,6 +173,13 @@ def analyze_producer_state(
                 duplicate = entry.find_duplicate_batch(header.producer_epoch, header.base_sequence, header.last_sequence)
                 if duplicate is not None:
                     return updated, completed, duplicate
+        if header.is_transactional and origin is not AppendOrigin.REPLICATION and not header.is_control \
+                and producers.config.transaction_verification_enabled \
+                and not producers.has_ongoing_transaction(header.producer_id) \
+                and not producers.verification_guard(header.producer_id).verify(verification_guard):
+            raise InvalidTxnStateError(
+                f"record of producer {header.producer_id} to {producers.topic_partition} was not part of an "
+                f"ongoing transaction")
         info = updated.get(header.producer_id)
         if info is None:
             info = updated[header.producer_id] = producers.prepare_update(header.producer_id, origin)
@@ -180,4 +194,6 @@ def analyze_producer_state(
                 header.producer_epoch, header.base_sequence, header.last_sequence, header.max_timestamp,
                 header.base_offset, header.last_offset, header.is_transactional,
             )
+        if header.is_transactional:  # the transaction has its first offset now, or is complete
+            producers.clear_verification_state_entry(header.producer_id)
     return updated, completed, None

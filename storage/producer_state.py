@@ -4,6 +4,12 @@ Per producer id: its epoch, the metadata of its last five batches (for duplicate
 the coordinator epoch of its last marker and the first offset of its open transaction.
 Snapshots (``<offset>.snapshot``, CRC-32C protected) are taken at every roll and at clean
 shutdown; on load the newest valid one is read and the log after it is replayed.
+
+KIP-890 verification: before a producer's first transactional write to this partition the
+leader asks the transaction coordinator whether the partition is in the transaction. A
+``VerificationStateEntry`` holds a unique ``VerificationGuard`` for that question; only an
+append carrying that very guard may start the transaction, so a verification answered before
+an abort marker can never open a transaction the coordinator does not know about.
 """
 
 from __future__ import annotations
@@ -48,6 +54,42 @@ class AppendOrigin(enum.Enum):
     CLIENT = "client"  # leader append of producer data: full epoch + sequence checks
     COORDINATOR = "coordinator"  # group/txn coordinator writes: epoch checks only
     REPLICATION = "replication"  # follower fetch or log recovery: trusted, only tracked
+
+
+@dataclass(slots=True)
+class ProducerStateManagerConfig:
+    """Shared by every log of a broker, so one change reaches all of them (Kafka's ProducerStateManagerConfig)."""
+
+    producer_id_expiration_ms: int = 86400000
+    transaction_verification_enabled: bool = True
+
+
+class VerificationGuard:
+    """A unique token: only the append that carries the very guard a verification created passes."""
+
+    __slots__ = ()
+
+    def verify(self, request_guard: VerificationGuard) -> bool:
+        return request_guard is not SENTINEL_GUARD and request_guard is self
+
+
+SENTINEL_GUARD = VerificationGuard()  # "no verification": never verifies anything
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """A producer's pending verification: its guard, and the lowest sequence and epoch seen meanwhile."""
+
+    timestamp: int
+    lowest_sequence: int
+    epoch: int
+    guard: VerificationGuard = field(default_factory=VerificationGuard)
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        if epoch > self.epoch:
+            self.epoch, self.lowest_sequence = epoch, sequence
+        elif epoch == self.epoch:
+            self.lowest_sequence = min(sequence, self.lowest_sequence)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
@@ -145,11 +187,13 @@ class CompletedTxn:
 class ProducerAppendInfo:
     """Validates one producer's batches of one append against its state before the write."""
 
-    def __init__(self, topic_partition: str, producer_id: int, current: ProducerStateEntry, origin: AppendOrigin) -> None:
+    def __init__(self, topic_partition: str, producer_id: int, current: ProducerStateEntry, origin: AppendOrigin,
+                 verification: VerificationStateEntry | None = None) -> None:
         self.topic_partition = topic_partition
         self.producer_id = producer_id
         self.current = current
         self.origin = origin
+        self.verification = verification
         self.updated = current.copy()
         self.started_transactions: list[TxnMetadata] = []
 
@@ -165,6 +209,14 @@ class ProducerAppendInfo:
                 raise InvalidProducerEpochError(message)
 
     def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
+        verification = self.verification
+        if verification is not None and first_seq > verification.lowest_sequence:
+            # a verified transaction must start with the lowest sequence sent while it was verified
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {self.producer_id} at offset {offset} in "
+                f"{self.topic_partition}: {first_seq} (incoming seq. number), {verification.lowest_sequence} "
+                f"(earliest seen sequence)"
+            )
         if producer_epoch != self.updated.producer_epoch:
             if first_seq != 0 and self.updated.producer_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
@@ -226,11 +278,12 @@ class ProducerAppendInfo:
 
 
 class ProducerStateManager:
-    def __init__(self, log_dir: str, topic_partition: str, producer_id_expiration_ms: int = 86400000) -> None:
+    def __init__(self, log_dir: str, topic_partition: str, config: ProducerStateManagerConfig | None = None) -> None:
         self.log_dir = log_dir
         self.topic_partition = topic_partition
-        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.config = config or ProducerStateManagerConfig()
         self.producers: dict[int, ProducerStateEntry] = {}
+        self._verifications: dict[int, VerificationStateEntry] = {}
         self._ongoing: dict[int, TxnMetadata] = {}  # first offset -> txn
         self._unreplicated: dict[int, TxnMetadata] = {}  # completed, not yet below the high watermark
         self.map_end_offset = 0
@@ -310,11 +363,16 @@ class ProducerStateManager:
             self._ongoing[first] = TxnMetadata(entry.producer_id, first)
 
     def _is_expired(self, now_ms: int, entry: ProducerStateEntry) -> bool:
-        return entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        return entry.current_txn_first_offset is None and \
+            now_ms - entry.last_timestamp >= self.config.producer_id_expiration_ms
 
     def remove_expired_producers(self, now_ms: int) -> None:
+        """Forget idle producers without an open transaction, and verifications never used."""
         for pid in [pid for pid, e in self.producers.items() if self._is_expired(now_ms, e)]:
             del self.producers[pid]
+        expiration = self.config.producer_id_expiration_ms
+        for pid in [pid for pid, v in self._verifications.items() if now_ms - v.timestamp >= expiration]:
+            del self._verifications[pid]
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.producers.clear()
@@ -338,7 +396,8 @@ class ProducerStateManager:
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
-        return ProducerAppendInfo(self.topic_partition, producer_id, current, origin)
+        return ProducerAppendInfo(self.topic_partition, producer_id, current, origin,
+                                  self._verifications.get(producer_id))
 
     def update(self, info: ProducerAppendInfo) -> None:
         self.producers[info.producer_id] = info.updated
@@ -349,6 +408,28 @@ class ProducerStateManager:
         self.map_end_offset = offset
 
     # --- transactions -----------------------------------------------------------------------
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        """Whatever its epoch, as Kafka 3.9's UnifiedLog.hasOngoingTransaction (a batch of another
+        epoch then meets the epoch and sequence checks instead of a verification)."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,
+                                              now_ms: int) -> VerificationStateEntry:
+        """The producer's pending verification (created if none), updated with this request's sequence."""
+        entry = self._verifications.get(producer_id)
+        if entry is None:
+            entry = self._verifications[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        entry = self._verifications.get(producer_id)
+        return SENTINEL_GUARD if entry is None else entry.guard
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self._verifications.pop(producer_id, None)
+
     def first_unstable_offset(self) -> int | None:
         candidates = [min(d) for d in (self._unreplicated, self._ongoing) if d]
         return min(candidates) if candidates else None

@@ -70,12 +70,13 @@ class TransactionIndex:
         return [AbortedTxn.decode(data, pos) for pos in range(0, usable, ENTRY_SIZE)]
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
-        """Entries overlapping [fetch_offset, upper_bound_offset); complete once one ends past the bound."""
+        """Entries overlapping [fetch_offset, upper_bound_offset); complete once an entry's last stable
+        offset reaches the bound: every transaction aborted later started at or after that offset."""
         found = []
         for txn in self.all_aborted_txns():
             if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
                 found.append(txn)
-            if txn.last_offset >= upper_bound_offset:
+            if txn.last_stable_offset >= upper_bound_offset:
                 return found, True
         return found, False
 

@@ -10,6 +10,26 @@ from tests.unit.spark.segment_files import Expected, write_log_dir
 GOLDEN = Path(__file__).resolve().parents[1].parent / "shared" / "golden-logs"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Options of the fault-injection suite (tests/faults), declared here where pytest reads them
+    whichever folder it is given."""
+    group = parser.getgroup("faults", "fault-injection suite (tests/faults)")
+    group.addoption("--soak", type=float, default=None, metavar="MINUTES",
+                    help="run mixed faults for MINUTES instead of the short default schedule")
+    group.addoption("--faults-broker", choices=("ours", "kafka"), default="ours",
+                    help="run the faults against our broker or Apache Kafka 3.9 from ../shared/kafka-cli")
+    group.addoption("--faults-results", type=Path, default=Path(__file__).resolve().parents[1] / "build" / "faults",
+                    metavar="DIR", help="where the fault runs write their results tables (default build/faults)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """``item.rep_setup`` / ``rep_call`` / ``rep_teardown``: fixtures print logs when the test failed."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
 @pytest.fixture
 def golden() -> Path:
     """Segment files written by real Kafka brokers (../shared/golden-logs)."""

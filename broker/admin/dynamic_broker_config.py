@@ -16,10 +16,14 @@ from broker.config import KafkaConfig
 from broker.config_defs_unsupported import UNSUPPORTED_DYNAMIC_CONFIGS
 from broker.config_defs import CONFIG_KEYS, LONG_MAX, TOPIC_CONFIG_SYNONYMS, ConfigError, ConfigKey, ConfigType, at_least
 from coordination.zk_admin_data import DEFAULT_ENTITY
+from storage.cleaner.cleaner_config import RECONFIGURABLE_CONFIGS as CLEANER_CONFIGS
+from storage.cleaner.cleaner_config import CleanerConfig
+from storage.errors import InvalidConfigError
 from storage.log_config import broker_defaults
 
 if TYPE_CHECKING:
     from broker.services import BrokerServices
+    from storage.cleaner.log_cleaner import LogCleaner
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +79,8 @@ class DynamicBrokerConfig:
         self.static: dict[str, str] = {k: _raw(v) for k, v in source.items() if v is not None}
         self.per_broker: dict[str, str] = {}
         self.defaults: dict[str, str] = {}
+        # Kafka's BrokerReconfigurable log cleaner: validates and takes its settings' changes.
+        self.log_cleaner: LogCleaner | None = None
 
     # --- layers ----------------------------------------------------------------------------
     def effective_raw(self, name: str) -> str | None:
@@ -127,9 +133,14 @@ class DynamicBrokerConfig:
             merged.update(props)
             merged.update(self.per_broker)
         try:
-            KafkaConfig({k: v for k, v in merged.items() if k in CONFIG_KEYS})
+            new_config = KafkaConfig({k: v for k, v in merged.items() if k in CONFIG_KEYS})
         except ConfigError as exc:
             raise DynamicConfigError(str(exc)) from None
+        if self.log_cleaner is not None and set(props) & CLEANER_CONFIGS:
+            try:
+                self.log_cleaner.validate_reconfiguration(CleanerConfig.from_props(new_config.values()))
+            except InvalidConfigError as exc:
+                raise DynamicConfigError(str(exc)) from None
 
     # --- config change listener --------------------------------------------------------------
     def apply(self, entity_name: str, props: Mapping[str, str]) -> set[str]:
@@ -170,6 +181,7 @@ async def current_dynamic_config(services: BrokerServices) -> DynamicBrokerConfi
                 services.zk.get_entity_config("brokers", DEFAULT_ENTITY))
 
     dyn.per_broker, dyn.defaults = await services.pool.run_blocking(load)
+    dyn.log_cleaner = services.log_manager.cleaner
     return dyn
 
 
@@ -178,6 +190,7 @@ def install(services: BrokerServices) -> DynamicBrokerConfig:
     cluster-wide dynamic configs, apply them and keep the result in `services.dynamic_config`. Call at
     startup before the config change listener starts."""
     dyn = DynamicBrokerConfig(services.config)
+    dyn.log_cleaner = services.log_manager.cleaner
     services.dynamic_config = dyn
     for entity in (DEFAULT_ENTITY, str(services.broker_id)):
         on_broker_config_change(services, entity, services.zk.get_entity_config("brokers", entity))
@@ -196,5 +209,11 @@ def on_broker_config_change(services: BrokerServices, entity_name: str, config: 
         log_manager.default_config = broker_defaults(services.config.values())
         for topic in {t for t, _ in log_manager.all_logs()}:
             log_manager.update_topic_config(topic, log_manager.topic_configs.get(topic, {}))
+    cleaner = services.log_manager.cleaner
+    if changed & CLEANER_CONFIGS and cleaner is not None:
+        try:
+            cleaner.reconfigure(CleanerConfig.from_props(services.config.values()))
+        except (InvalidConfigError, ValueError) as exc:  # Kafka logs a failed reconfiguration
+            log.error("failed to reconfigure the log cleaner: %s", exc)
     if changed:
         log.info("Applied dynamic broker config %s: changed %s", entity_name, sorted(changed))

@@ -8,6 +8,17 @@ from protocol.errors import Errors, KafkaApiError
 
 NO_NUM_PARTITIONS = -1
 NO_REPLICATION_FACTOR = -1
+# /brokers/topics/<topic> holds the whole assignment and ZooKeeper refuses nodes over jute.maxbuffer
+# (1 MiB by default); a partition takes at least 6 bytes there ('"0":[1],'), so no topic can have
+# more. Checking first also keeps one request from making the broker compute billions of replicas.
+MAX_PARTITIONS = (1 << 20) // 6
+
+
+def check_partition_count(topic: str, count: int) -> None:
+    if count > MAX_PARTITIONS:
+        raise KafkaApiError(Errors.INVALID_PARTITIONS,
+                            f"Topic '{topic}' cannot have {count} partitions: its assignment would not fit in "
+                            f"ZooKeeper (at most {MAX_PARTITIONS} partitions).")
 
 
 def check_new_topic(
@@ -52,6 +63,7 @@ def check_partition_increase(
         )
     if increment == 0:
         raise KafkaApiError(Errors.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
+    check_partition_count(topic, new_count)
     if assignments is not None:
         unknown = {b for replicas in assignments for b in replicas} - live_broker_ids
         if unknown:

@@ -8,19 +8,18 @@ the request meanwhile so that it does not occupy a request handler (Kafka's topi
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, TypeVar
 
+from broker.handlers import failure_response
 from broker.metadata_cache import NO_LEADER
 from broker.network.request_channel import Request, Response
 
 if TYPE_CHECKING:
     from broker.services import BrokerServices
 
-log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 POLL_INTERVAL_S = 0.02
@@ -71,9 +70,8 @@ def respond_when(
         try:
             await wait_until(condition, timeout_ms)
             response = respond()
-        except Exception:
-            log.exception("Closing connection %s: failed to complete %r", request.connection_id, request.header)
-            response = Response.close(request)
+        except Exception as exc:
+            response = failure_response(request, exc)
         services.request_channel.send_response(response)
 
     task = asyncio.get_running_loop().create_task(run())

@@ -10,7 +10,7 @@ from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
 from coordination.model import LeaderAndIsr, LeaderRecoveryState, TopicPartition
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaApiError
 from protocol.messages import AlterPartitionResponse
 from protocol.schema import ZERO_UUID
 
@@ -19,6 +19,14 @@ def _error_code(result: Any) -> int:
     if isinstance(result, Exception):
         return int(Errors[getattr(result, "kafka_error", "UNKNOWN_SERVER_ERROR")])
     return 0
+
+
+def _recovery_state(value: int) -> LeaderRecoveryState:
+    try:
+        return LeaderRecoveryState(value)
+    except ValueError:
+        # Kafka's controller fails the whole request on an unknown state (IllegalArgumentException).
+        raise KafkaApiError(Errors.UNKNOWN_SERVER_ERROR, f"unknown leader recovery state {value}") from None
 
 
 @handles(ApiKey.ALTER_PARTITION)
@@ -38,7 +46,7 @@ async def handle_alter_partition(services: BrokerServices, request: Request) -> 
                 continue
             isr = [b.broker_id for b in p.new_isr_with_epochs] if version >= 3 else list(p.new_isr)
             proposals[TopicPartition(name, p.partition_index)] = LeaderAndIsr(
-                body.broker_id, p.leader_epoch, tuple(isr), LeaderRecoveryState(p.leader_recovery_state),
+                body.broker_id, p.leader_epoch, tuple(isr), _recovery_state(p.leader_recovery_state),
                 p.partition_epoch)
     results = await asyncio.wrap_future(controller.alter_partition(body.broker_id, body.broker_epoch, proposals))
     topics: dict[str, list[Any]] = {}

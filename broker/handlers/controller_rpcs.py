@@ -13,12 +13,27 @@ from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
-from protocol.messages import UpdateMetadataResponse
+from protocol.messages import LeaderAndIsrResponse, UpdateMetadataResponse
 
 log = logging.getLogger(__name__)
 
 
-@handles(ApiKey.LEADER_AND_ISR)
+def leader_and_isr_error_response(request: Request, error: Errors) -> LeaderAndIsrResponse:
+    """Kafka's LeaderAndIsrRequest.getErrorResponse: the error at the top and on every partition."""
+    body = request.body()
+    if request.api_version >= 5:
+        return LeaderAndIsrResponse(error_code=int(error), topics=[LeaderAndIsrResponse.LeaderAndIsrTopicError(
+            topic_id=t.topic_id, partition_errors=[LeaderAndIsrResponse.LeaderAndIsrPartitionError(
+                partition_index=p.partition_index, error_code=int(error)) for p in t.partition_states])
+            for t in body.topic_states])
+    partitions = [(t.topic_name, p.partition_index) for t in body.topic_states for p in t.partition_states]
+    partitions += [(p.topic_name, p.partition_index) for p in body.ungrouped_partition_states]
+    return LeaderAndIsrResponse(error_code=int(error), partition_errors=[
+        LeaderAndIsrResponse.LeaderAndIsrPartitionError(topic_name=topic, partition_index=index, error_code=int(error))
+        for topic, index in partitions])
+
+
+@handles(ApiKey.LEADER_AND_ISR, error_response=leader_and_isr_error_response)
 async def handle_leader_and_isr(services: BrokerServices, request: Request) -> Response:
     body = request.body()
     services.epoch_fence.check_and_update(body.controller_id, body.controller_epoch)

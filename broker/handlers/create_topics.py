@@ -11,7 +11,7 @@ from typing import Any
 from broker.admin.config_describer import describe_topic
 from broker.errors import api_error
 from broker.admin.topic_configs import TopicConfigError, validate_topic_config
-from broker.admin.topic_validation import check_new_topic
+from broker.admin.topic_validation import check_new_topic, check_partition_count
 from broker.admin.dynamic_broker_config import current_dynamic_config
 from broker.admin.waiting import missing_leaders, respond_when
 from broker.handlers import handles
@@ -63,6 +63,7 @@ def _new_topic(services: BrokerServices, topic: Any) -> tuple[NewTopic, int, int
         return NewTopic(topic.name, assignment=assignment, configs=configs), len(assignment), len(assignment[first])
     config = services.config
     partitions = config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    check_partition_count(topic.name, partitions)
     factor = config.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
     return NewTopic(topic.name, topic.num_partitions, topic.replication_factor, configs=configs), partitions, factor
 
@@ -71,7 +72,7 @@ def _new_topic(services: BrokerServices, topic: Any) -> tuple[NewTopic, int, int
 async def handle_create_topics(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
     version = request.api_version
-    results = [Result(name=t.name) for t in body.topics]
+    results = [Result(name=t.name, error_message=None) for t in body.topics]  # Kafka: null unless failed
     if not services.controller.is_active:
         for result in results:
             _set_error(result, Errors.NOT_CONTROLLER, None)

@@ -2,6 +2,7 @@
 controller id, from the metadata cache (Kafka's ZK-mode KafkaApis.handleDescribeCluster)."""
 from __future__ import annotations
 
+from broker.auth_helper import CLUSTER_NAME, ResourceType, authorized_operations
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
@@ -10,10 +11,6 @@ from protocol.errors import Errors
 from protocol.messages import DescribeClusterResponse
 
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# AclOperation codes Kafka supports on the CLUSTER resource; without an authorizer all are allowed:
-# CREATE(5) ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12)
-CLUSTER_OPERATIONS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)
@@ -36,5 +33,5 @@ async def handle_describe_cluster(services: BrokerServices, request: Request) ->
         for node, host, port in cache.alive_brokers(request.listener_name)
     ]
     if body.include_cluster_authorized_operations:
-        response.cluster_authorized_operations = CLUSTER_OPERATIONS
+        response.cluster_authorized_operations = authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
     return Response.send(request, response)

@@ -6,13 +6,12 @@ only Fetch v0-3 (magic 0/1 readers) gets records down-converted in memory.
 
 from __future__ import annotations
 
-import uuid
 from collections import OrderedDict
 from typing import Any
 
 from broker.delayed_fetch import DelayedFetch, enough
-from broker.fetch_session import CachedPartition, FetchContext
-from broker.handlers import handles
+from broker.fetch_session import CachedPartition, FetchContext, IdPartition
+from broker.handlers import answer, handles
 from broker.network.request_channel import Request, Response
 from broker.replica_manager import FetchPartitionSpec, PartitionReadResult
 from broker.services import BrokerServices
@@ -29,6 +28,7 @@ READ_COMMITTED = 1
 TOPIC_ID_MIN_VERSION = 13
 DOWN_CONVERSION_MAX_VERSION = 3
 CURRENT_LEADER_MIN_VERSION = 12
+DIVERGING_EPOCH_MIN_VERSION = 12  # last_fetched_epoch in, diverging_epoch out
 NODE_ENDPOINTS_MIN_VERSION = 16
 
 
@@ -37,11 +37,11 @@ def _error_response(request: Request, error: Errors) -> Any:
 
 
 def _fetch_data(services: BrokerServices, body: Any, version: int
-                ) -> tuple[OrderedDict[TopicPartition, CachedPartition], list[tuple[uuid.UUID, int]]]:
-    """The request's partitions by name; partitions of unknown topic ids are returned apart."""
+                ) -> tuple[OrderedDict[TopicPartition, CachedPartition], dict[IdPartition, CachedPartition]]:
+    """The request's partitions by name; partitions of topic ids not known here are returned apart."""
     cache = services.metadata_cache
     data: OrderedDict[TopicPartition, CachedPartition] = OrderedDict()
-    unknown: list[tuple[uuid.UUID, int]] = []
+    unknown: dict[IdPartition, CachedPartition] = {}
     for topic in body.topics:
         if version >= TOPIC_ID_MIN_VERSION:
             name = cache.topic_name(topic.topic_id)
@@ -49,22 +49,29 @@ def _fetch_data(services: BrokerServices, body: Any, version: int
         else:
             name, topic_id = topic.topic, cache.topic_id(topic.topic)
         for p in topic.partitions:
+            cached = CachedPartition(
+                name or "", p.partition, topic_id, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                p.log_start_offset, p.last_fetched_epoch if version >= DIVERGING_EPOCH_MIN_VERSION else -1)
             if name is None:
-                unknown.append((topic.topic_id, p.partition))
-                continue
-            data[(name, p.partition)] = CachedPartition(name, p.partition, topic_id, p.fetch_offset,
-                                                        p.partition_max_bytes, p.current_leader_epoch,
-                                                        p.log_start_offset)
+                unknown[(topic.topic_id, p.partition)] = cached
+            else:
+                data[(name, p.partition)] = cached
     return data, unknown
 
 
-def _forgotten(services: BrokerServices, body: Any, version: int) -> list[TopicPartition]:
-    out = []
+def _forgotten(services: BrokerServices, body: Any, version: int) -> tuple[list[TopicPartition], list[IdPartition]]:
+    """The forgotten partitions by name, and (v13+) by topic id for those not resolved yet."""
+    names: list[TopicPartition] = []
+    ids: list[IdPartition] = []
     for topic in getattr(body, "forgotten_topics_data", None) or []:
-        name = services.metadata_cache.topic_name(topic.topic_id) if version >= TOPIC_ID_MIN_VERSION else topic.topic
+        if version >= TOPIC_ID_MIN_VERSION:
+            ids.extend((topic.topic_id, p) for p in topic.partitions)
+            name = services.metadata_cache.topic_name(topic.topic_id)
+        else:
+            name = topic.topic
         if name is not None:
-            out.extend((name, p) for p in topic.partitions)
-    return out
+            names.extend((name, p) for p in topic.partitions)
+    return names, ids
 
 
 def _partition_data(tp: TopicPartition, read: PartitionReadResult, fetch_offset: int, version: int,
@@ -82,21 +89,25 @@ def _partition_data(tp: TopicPartition, read: PartitionReadResult, fetch_offset:
     if read_committed and read.aborted_transactions is not None and not read.error:
         aborted = [FetchResponse.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
                    for t in read.aborted_transactions]
-    return FetchResponse.PartitionData(
+    data = FetchResponse.PartitionData(
         partition_index=tp[1], error_code=int(read.error), high_watermark=read.high_watermark,
         last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
         aborted_transactions=aborted, records=records,
     )
+    if read.diverging_epoch is not None:
+        data.diverging_epoch = FetchResponse.EpochEndOffset(epoch=read.diverging_epoch[0],
+                                                            end_offset=read.diverging_epoch[1])
+    return data
 
 
 def _build_response(services: BrokerServices, context: FetchContext, results: dict[TopicPartition, PartitionReadResult],
-                    unknown: list[tuple[uuid.UUID, int]], version: int, read_committed: bool, listener: str) -> Any:
+                    version: int, read_committed: bool, listener: str) -> Any:
     topics: OrderedDict[str, Any] = OrderedDict()
     endpoints: dict[int, Any] = {}  # KIP-951 new-leader hints
     for tp, cached in context.partitions.items():
         read = results[tp]
-        include = cached.must_respond(int(read.error), len(read.records) > 0, read.high_watermark,
-                                      read.last_stable_offset, read.log_start_offset)
+        include = cached.must_respond(int(read.error), len(read.records) > 0 or read.diverging_epoch is not None,
+                                      read.high_watermark, read.last_stable_offset, read.log_start_offset)
         if context.incremental and not include:
             continue
         topic = topics.get(tp[0])
@@ -113,7 +124,7 @@ def _build_response(services: BrokerServices, context: FetchContext, results: di
                                                                 rack=node[3])
         topic.partitions.append(data)
     responses = list(topics.values())
-    for topic_id, partition in unknown:
+    for topic_id, partition in context.unresolved:
         responses.append(FetchResponse.FetchableTopicResponse(topic_id=topic_id, partitions=[
             FetchResponse.PartitionData(partition_index=partition, error_code=int(Errors.UNKNOWN_TOPIC_ID),
                                         high_watermark=-1, records=b"")]))
@@ -127,9 +138,10 @@ async def handle_fetch(services: BrokerServices, request: Request) -> Response |
     version = request.api_version
     replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
     fetch_data, unknown = _fetch_data(services, body, version)
+    forgotten, forgotten_ids = _forgotten(services, body, version)
     context = services.fetch_session_cache.new_context(
-        body.session_id, body.session_epoch, fetch_data, _forgotten(services, body, version),
-        uses_topic_ids=version >= TOPIC_ID_MIN_VERSION) if version >= 7 else FetchContext(fetch_data)
+        body.session_id, body.session_epoch, fetch_data, forgotten, version >= TOPIC_ID_MIN_VERSION, unknown,
+        forgotten_ids, services.metadata_cache.topic_name) if version >= 7 else FetchContext(fetch_data)
     if context.error:
         return Response.send(request, _error_response(request, context.error))
     read_committed = version >= 4 and body.isolation_level == READ_COMMITTED and replica_id < 0
@@ -140,16 +152,16 @@ async def handle_fetch(services: BrokerServices, request: Request) -> Response |
     max_bytes = body.max_bytes if version >= 3 else 0x7FFFFFFF
     if replica_id < 0:
         max_bytes = min(max_bytes, services.config.fetch_max_bytes)  # the first batch still comes whole
-    specs = {tp: FetchPartitionSpec(c.fetch_offset, c.max_bytes, c.current_leader_epoch, c.log_start_offset)
-             for tp, c in context.partitions.items()}
+    specs = {tp: FetchPartitionSpec(c.fetch_offset, c.max_bytes, c.current_leader_epoch, c.log_start_offset,
+                                    c.last_fetched_epoch) for tp, c in context.partitions.items()}
     replica_manager = services.replica_manager
 
     def read() -> dict[TopicPartition, PartitionReadResult]:
         return replica_manager.read_from_local_log(specs, replica_id, isolation, max_bytes)
 
     def response(final: dict[TopicPartition, PartitionReadResult]) -> Response:
-        return Response.send(request, _build_response(services, context, final, unknown, version, read_committed,
-                                                      request.listener_name))
+        return answer(request, lambda: _build_response(services, context, final, version, read_committed,
+                                                       request.listener_name))
 
     results = read()
     if body.max_wait_ms <= 0 or not specs or enough(results, body.min_bytes):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.auth_helper import ResourceType, authorized_operations
 from broker.coordinator.group.group_operations import delete_groups, describe_group, list_groups
 from broker.handlers import handles
 from broker.handlers._group_support import group_coordinator
@@ -14,9 +15,6 @@ from protocol.errors import Errors
 from protocol.messages import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
 CLASSIC_GROUP_TYPE = "classic"
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-# READ(3), DELETE(6), DESCRIBE(8): what a group allows when no authorizer is configured.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 D = DescribeGroupsResponse
 
 
@@ -42,9 +40,8 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
                 member_metadata=m.metadata, member_assignment=m.assignment,
                 **({"group_instance_id": m.group_instance_id} if version >= 4 else {}))
                 for m in summary.members])
-        if version >= 3:
-            described.authorized_operations = GROUP_OPERATIONS if body.include_authorized_operations \
-                else AUTHORIZED_OPERATIONS_OMITTED
+        if version >= 3 and body.include_authorized_operations and error == Errors.NONE:
+            described.authorized_operations = authorized_operations(request, ResourceType.GROUP, group_id)
         groups.append(described)
     fields: dict[str, Any] = {"throttle_time_ms": 0} if version >= 1 else {}
     return Response.send(request, D(groups=groups, **fields))

@@ -11,6 +11,7 @@ import logging
 import uuid
 from typing import Any
 
+from broker.auth_helper import CLUSTER_NAME, ResourceType, authorized_operations
 from broker.handlers import handles
 from broker.metadata_cache import PartitionMetadata
 from broker.network.request_channel import Request, Response
@@ -18,7 +19,7 @@ from broker.services import BrokerServices
 from coordination.admin_zk_client import NewTopic, validate_topic_name
 from coordination.errors import CoordinationError, InvalidTopicError, TopicExistsError
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaApiError
 from protocol.messages import MetadataResponse
 from protocol.schema import ZERO_UUID
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC})
+TOPIC_ID_MIN_VERSION = 12  # the schema has topic ids from v10, Kafka reads them from v12
 
 MetadataTopic = MetadataResponse.MetadataResponseTopic
 MetadataPartition = MetadataResponse.MetadataResponsePartition
@@ -42,7 +44,8 @@ def _internal_topic_spec(services: BrokerServices, topic: str) -> NewTopic:
                     config.transaction_state_log_replication_factor,
                     configs={"cleanup.policy": "compact", "compression.type": "uncompressed",
                              "min.insync.replicas": str(config.transaction_state_log_min_isr),
-                             "segment.bytes": str(config.transaction_state_log_segment_bytes)})
+                             "segment.bytes": str(config.transaction_state_log_segment_bytes),
+                             "unclean.leader.election.enable": "false"})
 
 
 async def auto_create_topic(services: BrokerServices, topic: str) -> Errors:
@@ -98,7 +101,54 @@ def _error_topic(name: str | None, error: Errors, topic_id: uuid.UUID = ZERO_UUI
                          is_internal=name in INTERNAL_TOPICS, partitions=[])
 
 
-@handles(ApiKey.METADATA)
+def error_response(request: Request, error: Errors) -> Any:
+    """Kafka's MetadataRequest.getErrorResponse: each requested topic with ``error``, no brokers."""
+    topics = request.body().topics or []
+    return MetadataResponse(throttle_time_ms=0, topics=[
+        MetadataTopic(error_code=int(error), name=t.name or "", topic_id=getattr(t, "topic_id", ZERO_UUID),
+                      is_internal=False, partitions=[]) for t in topics])
+
+
+def _requested_names(services: BrokerServices, body: Any, version: int) -> tuple[list[str], list[Any]]:
+    """The topic names asked for, in order without repeats, and the answers for unknown topic ids.
+
+    From v12 topics may be named by id: when any id is given, Kafka looks topics up by id only.
+    Before v12 a topic without a name, or with an id, is an invalid request.
+    """
+    requested = body.topics
+    if version < TOPIC_ID_MIN_VERSION:
+        for t in requested:
+            if t.name is None:
+                raise KafkaApiError(Errors.INVALID_REQUEST, f"Topic name can not be null for version {version}")
+            if getattr(t, "topic_id", ZERO_UUID) != ZERO_UUID:
+                raise KafkaApiError(Errors.INVALID_REQUEST,
+                                    f"Topic IDs are not supported in requests for version {version}")
+    ids = [t.topic_id for t in requested if version >= TOPIC_ID_MIN_VERSION and t.topic_id != ZERO_UUID]
+    if not ids:
+        if any(t.name is None for t in requested):
+            # Kafka 3.9 fails on a null name without a topic id; its answer is this error.
+            raise KafkaApiError(Errors.UNKNOWN_SERVER_ERROR, "a topic without a name or an id")
+        return list(dict.fromkeys(t.name for t in requested)), []
+    cache = services.metadata_cache
+    names = {topic_id: cache.topic_name(topic_id) for topic_id in ids}
+    unknown = [_error_topic(None, Errors.UNKNOWN_TOPIC_ID, topic_id)
+               for topic_id, name in names.items() if name is None]
+    return list(dict.fromkeys(name for name in names.values() if name is not None)), unknown
+
+
+async def _named_topic(services: BrokerServices, name: str, listener: str, version: int,
+                       allow_auto_create: bool) -> Any:
+    if services.metadata_cache.contains_topic(name):
+        return topic_metadata(services, name, listener, version)
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError:
+        return _error_topic(name, Errors.INVALID_TOPIC_EXCEPTION)
+    error = await auto_create_topic(services, name) if allow_auto_create else Errors.UNKNOWN_TOPIC_OR_PARTITION
+    return _error_topic(name, error)
+
+
+@handles(ApiKey.METADATA, error_response=error_response)
 async def handle_metadata(services: BrokerServices, request: Request) -> Response:
     body = request.body()
     version = request.api_version
@@ -107,32 +157,21 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
     config = services.config
     all_topics = body.topics is None or (version == 0 and not body.topics)
     allow_auto_create = config.auto_create_topics_enable and (version < 4 or body.allow_auto_topic_creation)
-    topics: list[Any] = []
+    unknown_ids: list[Any] = []
     if all_topics:
         topics = [topic_metadata(services, t, listener, version) for t in cache.all_topics()]
     else:
-        for requested in body.topics:
-            name = requested.name
-            if name is None:
-                topic_id = getattr(requested, "topic_id", ZERO_UUID)
-                name = cache.topic_name(topic_id)
-                if name is None:
-                    topics.append(_error_topic(None, Errors.UNKNOWN_TOPIC_ID, topic_id))
-                    continue
-            if cache.contains_topic(name):
-                topics.append(topic_metadata(services, name, listener, version))
-                continue
-            try:
-                validate_topic_name(name)
-            except InvalidTopicError:
-                topics.append(_error_topic(name, Errors.INVALID_TOPIC_EXCEPTION))
-                continue
-            error = (await auto_create_topic(services, name) if allow_auto_create
-                     else Errors.UNKNOWN_TOPIC_OR_PARTITION)
-            topics.append(_error_topic(name, error))
+        names, unknown_ids = _requested_names(services, body, version)
+        topics = [await _named_topic(services, name, listener, version, allow_auto_create) for name in names]
+    if version >= 8 and body.include_topic_authorized_operations:
+        for topic in topics:
+            topic.topic_authorized_operations = authorized_operations(request, ResourceType.TOPIC, topic.name)
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=node.broker_id, host=host, port=port, rack=node.rack)
                for node, host, port in cache.alive_brokers(listener)]
-    return Response.send(request, MetadataResponse(
+    response = MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=services.cluster_id,
-        controller_id=cache.controller_id if cache.controller_id is not None else -1, topics=topics,
-    ))
+        controller_id=cache.controller_id if cache.controller_id is not None else -1, topics=unknown_ids + topics,
+    )
+    if 8 <= version <= 10 and body.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
+    return Response.send(request, response)

@@ -7,7 +7,7 @@ from typing import Any
 from broker.coordinator.group.group_metadata import NO_GENERATION, UNKNOWN_MEMBER_ID, OffsetAndMetadata, now_ms
 from broker.coordinator.group.group_operations import commit_offsets
 from broker.handlers import handles
-from broker.handlers._group_support import group_coordinator, respond_later
+from broker.handlers._group_support import every_partition, group_coordinator, respond_later, split_commit
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
@@ -33,8 +33,7 @@ def _response(request: Request, errors: dict[TopicPartition, Errors]) -> OffsetC
 
 
 def error_response(request: Request, error: Errors) -> OffsetCommitResponse:
-    return _response(request, {(t.name, p.partition_index): error
-                               for t in request.body().topics for p in t.partitions})
+    return _response(request, every_partition(request.body().topics, error))
 
 
 @handles(ApiKey.OFFSET_COMMIT, error_response=error_response)
@@ -44,19 +43,15 @@ async def handle_offset_commit(services: BrokerServices, request: Request) -> Re
     coordinator = group_coordinator(services)
     now = now_ms()
     retention = body.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION_TIME
-    errors: dict[TopicPartition, Errors] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in body.topics:
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if services.metadata_cache.partition(*tp) is None:
-                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != DEFAULT_TIMESTAMP else now
-            offsets[tp] = OffsetAndMetadata(
-                p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
-                p.committed_metadata if p.committed_metadata is not None else "", commit_ts,
-                None if retention == DEFAULT_RETENTION_TIME else now + retention)
+
+    def offset_of(p: Any) -> OffsetAndMetadata:
+        commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != DEFAULT_TIMESTAMP else now
+        return OffsetAndMetadata(
+            p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
+            p.committed_metadata if p.committed_metadata is not None else "", commit_ts,
+            None if retention == DEFAULT_RETENTION_TIME else now + retention)
+
+    errors, offsets = split_commit(services, body.topics, offset_of)
     if not offsets:
         return Response.send(request, _response(request, errors))
 

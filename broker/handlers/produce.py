@@ -3,6 +3,11 @@
 acks=0 gets no response (the connection is closed instead if anything failed, as Kafka does),
 acks=1 is answered after the leader's append, acks=all once the high watermark covers the
 append (at once with an ISR of one; otherwise from the produce purgatory).
+
+Transactional batches need the request's transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+and one producer; a producer's first write of a transaction to a partition is verified with its
+transaction coordinator first (KIP-890, ``transaction.partition.verification.enable``), without
+holding a request handler, and the coordinator's answer becomes a produce error Kafka's way.
 """
 
 from __future__ import annotations
@@ -10,26 +15,50 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 from broker.delayed_produce import DelayedProduce
-from broker.handlers import handles
-from broker.errors import error_of
-from broker.produce_validator import RecordValidationError, validate_records
+from broker.errors import TYPED_FAILURES, error_of
+from broker.handlers import answer, handles
+from broker.handlers._group_support import complete_later
 from broker.network.request_channel import Request, Response
+from broker.produce_validator import RecordValidationError, validate_records
 from broker.services import BrokerServices
-from coordination.errors import CoordinationError
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors, KafkaApiError
+from protocol.errors import Errors
+from protocol.exceptions import CorruptRecordError
 from protocol.messages import ProduceResponse
-from storage.errors import StorageError
+from protocol.records.batch import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_FLAG_MASK, iter_batch_positions, \
+    read_batch_header
+from storage.errors import InvalidRecordError
+from storage.producer_state import SENTINEL_GUARD, VerificationGuard
 
 log = logging.getLogger(__name__)
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+TopicPartition = tuple[str, int]
+Producer = tuple[int, int, int]  # producer id, epoch, base sequence of a transactional batch
+GENERIC_ERROR_MIN_VERSION = 11  # knows TRANSACTION_ABORTABLE
+# Verification failures older clients would not retry correctly: NOT_ENOUGH_REPLICAS makes them retry
+# without refreshing metadata (Kafka's ReplicaManager.handleProduceAppend).
+RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({Errors.CONCURRENT_TRANSACTIONS, Errors.NETWORK_EXCEPTION,
+                                          Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
+                                          Errors.NOT_COORDINATOR})
 
 
-def _error_entry(index: int, error: Errors, message: str | None = None) -> Any:
+def _error_entry(index: int, error: Errors, log_start_offset: int = -1) -> Any:
+    """A failed partition; like Kafka, without a message (only record errors carry one)."""
     return PartitionResponse(index=index, error_code=int(error), base_offset=-1, log_append_time_ms=-1,
-                             log_start_offset=-1, error_message=message)
+                             log_start_offset=log_start_offset, error_message=None)
+
+
+def _record_errors_entry(index: int, exc: RecordValidationError, log_start_offset: int, version: int) -> Any:
+    """Records Kafka refuses: the log start offset when found at append, KIP-467 record errors (v8+)."""
+    entry = _error_entry(index, exc.error, log_start_offset if exc.at_append else -1)
+    if version >= 8 and exc.record_errors:
+        entry.error_message = exc.message
+        entry.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                               for i, m in exc.record_errors]
+    return entry
 
 
 def _response(entries: dict[str, list[Any]], node_endpoints: list[Any] | None = None) -> Any:
@@ -54,34 +83,64 @@ def _leader_hints(services: BrokerServices, request: Request, entries: dict[str,
 
 
 def error_response(request: Request, error: Errors) -> Any:
+    """Every partition with ``error``; None (close the connection, as Kafka does) for acks=0."""
     body = request.body()
+    if body.acks == 0:
+        return None
     return _response({t.name: [_error_entry(p.index, error) for p in t.partition_data] for t in body.topic_data})
 
 
+def _transactional_producer(records: Any) -> Producer | None:
+    """The producer of the partition's first transactional batch (batch headers only), None if none.
+    Broken framing is left for ``validate_records`` to answer."""
+    if not records:
+        return None
+    try:
+        for position, size in iter_batch_positions(records):
+            if size > ATTRIBUTES_OFFSET + 1 and records[position + MAGIC_OFFSET] == 2 \
+                    and records[position + ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK:
+                header = read_batch_header(records, position)
+                return header.producer_id, header.producer_epoch, header.base_sequence
+    except CorruptRecordError:
+        return None
+    return None
+
+
+def _verification_failure(error: Errors) -> tuple[Errors, str | None]:
+    """A partition the coordinator did not verify, as the produce response reports it (Kafka sets a
+    message only where it translates the error)."""
+    if error is Errors.INVALID_TXN_STATE:
+        return error, "Partition was not added to the transaction"
+    if error in RETRY_AS_NOT_ENOUGH_REPLICAS:
+        return Errors.NOT_ENOUGH_REPLICAS, ("Unable to verify the partition has been added to the transaction. "
+                                            f"Underlying error: {error.name}")
+    return error, None
+
+
 async def _append_partition(services: BrokerServices, topic: str, index: int, records: Any, version: int,
-                            acks: int) -> tuple[Any, int]:
+                            acks: int, verification_guard: VerificationGuard) -> tuple[Any, int]:
     """Append one partition; (response entry, offset the HW must reach for acks=all or -1)."""
     replica_manager = services.replica_manager
+    log_start_offset = -1
     try:
         partition = replica_manager.leader_partition(topic, index)
         tp_log = partition.leader_log()
-        to_append = validate_records(records, version, tp_log.config.compression_type,
-                                     compacted=tp_log.config.compact_enabled)
+        log_start_offset = tp_log.log_start_offset
+        to_append = validate_records(records, version, tp_log.config, f"{topic}-{index}")
         if len(to_append) == 0:
             return PartitionResponse(index=index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                                      log_start_offset=tp_log.log_start_offset), -1
-        info = await replica_manager.append_to_leader(topic, index, to_append, acks)
+        info = await replica_manager.append_to_leader(topic, index, to_append, acks,
+                                                      verification_guard=verification_guard)
     except RecordValidationError as exc:
-        entry = _error_entry(index, exc.error, exc.message)
-        if version >= 8 and exc.record_index is not None:
-            entry.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(
-                batch_index=exc.record_index, batch_index_error_message=exc.message)]
-        return entry, -1
-    except (KafkaApiError, StorageError, CoordinationError) as exc:
+        log.info("Produce to %s-%d refused (%s): %s", topic, index, exc.error.name, exc.message)
+        return _record_errors_entry(index, exc, log_start_offset, version), -1
+    except TYPED_FAILURES as exc:
         error = error_of(exc)
         assert error is not None
         log.debug("Produce to %s-%d failed: %s", topic, index, exc)
-        return _error_entry(index, error, str(exc) if version >= 8 else None), -1
+        # Records the log refuses at append (Kafka's InvalidRecordException) are answered with the log start.
+        return _error_entry(index, error, log_start_offset if isinstance(exc, InvalidRecordError) else -1), -1
     return PartitionResponse(index=index, error_code=0, base_offset=info.first_offset,
                              log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset), \
         info.last_offset + 1
@@ -90,29 +149,70 @@ async def _append_partition(services: BrokerServices, topic: str, index: int, re
 @handles(ApiKey.PRODUCE, error_response=error_response)
 async def handle_produce(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
-    version = request.api_version
     acks = body.acks
     if acks not in (-1, 0, 1):
-        if acks == 0:
-            return Response.close(request)
         return Response.send(request, error_response(request, Errors.INVALID_REQUIRED_ACKS))
+    producers = {(t.name, p.index): producer for t in body.topic_data for p in t.partition_data
+                 if (producer := _transactional_producer(p.records)) is not None}
+    if not producers:
+        return await _append_all(services, request, {}, {})
+    error = Errors.NONE
+    if body.transactional_id is None:
+        error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif len({(pid, epoch) for pid, epoch, _ in producers.values()}) > 1:
+        error = Errors.INVALID_PRODUCER_ID_MAPPING  # transactional records of more than one producer
+    if error is not Errors.NONE:
+        return Response.close(request) if acks == 0 else Response.send(request, error_response(request, error))
+    producer_id, epoch, _ = next(iter(producers.values()))
+    errors, guards = services.replica_manager.start_transaction_verification(
+        body.transactional_id, producer_id, epoch, {tp: seq for tp, (_, _, seq) in producers.items()})
+    if not guards:
+        return await _append_all(services, request, errors, guards)
+    operation = TransactionSupportedOperation.GENERIC_ERROR if request.api_version >= GENERIC_ERROR_MIN_VERSION \
+        else TransactionSupportedOperation.DEFAULT_ERROR
+
+    async def verify_then_append() -> Response | None:
+        manager = services.replica_manager.add_partitions_to_txn_manager
+        assert manager is not None
+        errors.update(await manager.verify_transaction(body.transactional_id, producer_id, epoch, list(guards),
+                                                       operation))
+        return await _append_all(services, request, errors, guards)
+
+    complete_later(services, request, verify_then_append())
+    return None
+
+
+async def _append_all(services: BrokerServices, request: Request, failed: dict[TopicPartition, Errors],
+                      guards: dict[TopicPartition, VerificationGuard]) -> Response | None:
+    """Append every partition not ``failed`` in verification; the response, or None once it waits for acks."""
+    body = request.body()
+    version = request.api_version
+    acks = body.acks
     entries: dict[str, list[Any]] = {}
     waiting: dict[tuple[str, int], tuple[int, Any]] = {}
     for topic_data in body.topic_data:
         for p in topic_data.partition_data:
-            entry, required = await _append_partition(services, topic_data.name, p.index, p.records, version, acks)
+            tp = (topic_data.name, p.index)
+            if tp in failed:
+                error, message = _verification_failure(failed[tp])
+                entry, required = _error_entry(p.index, error), -1
+                if version >= 8:
+                    entry.error_message = message
+            else:
+                entry, required = await _append_partition(services, topic_data.name, p.index, p.records, version,
+                                                           acks, guards.get(tp, SENTINEL_GUARD))
             entries.setdefault(topic_data.name, []).append(entry)
             if acks == -1 and required >= 0 and entry.error_code == 0:
-                waiting[(topic_data.name, p.index)] = (required, entry)
+                waiting[tp] = (required, entry)
     if acks == 0:
-        failed = any(e.error_code for parts in entries.values() for e in parts)
-        return Response.close(request) if failed else Response.no_op(request)
+        failed_any = any(e.error_code for parts in entries.values() for e in parts)
+        return Response.close(request) if failed_any else Response.no_op(request)
     hints = _leader_hints(services, request, entries) if version >= 10 else None
     if not waiting:
         return Response.send(request, _response(entries, hints))
     channel = services.request_channel
     operation = DelayedProduce(body.timeout_ms, services.replica_manager, waiting,
-                               lambda: channel.send_response(Response.send(request, _response(entries, hints))))
+                               lambda: channel.send_response(answer(request, lambda: _response(entries, hints))))
     # Answered by the operation's on_complete, now or when the ISR catches up or time runs out.
     services.replica_manager.produce_purgatory.try_complete_else_watch(operation, list(waiting))
     return None

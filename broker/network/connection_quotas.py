@@ -1,20 +1,29 @@
-"""ConnectionQuotas: max.connections and max.connections.per.ip (with overrides).
+"""ConnectionQuotas: max.connections, max.connections.per.ip (with overrides) and
+max.connection.creation.rate.
 
 A connection over its IP's limit is closed right after accept, as Kafka does. Reaching
 max.connections instead makes acceptors stop accepting (new clients wait in the listen
-backlog) until a connection closes.
+backlog) until a connection closes. A connection that takes the creation rate over
+max.connection.creation.rate is held for the throttle time Kafka computes (its acceptor waits the
+same way, accepting nothing meanwhile), except on the inter-broker listener of a broker with
+several listeners. The rate is Kafka's: connections per second over quota.window.num windows of
+quota.window.size.seconds, never measured over less than all but one of them, and no connection
+is held longer than one window.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from collections import defaultdict
+import time
+from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 
 from broker.config_defs import ConfigError
 
 log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
 
 
 def normalize_ip(address: str) -> str:
@@ -36,11 +45,51 @@ def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
     return resolved
 
 
+class SampledRate:
+    """Kafka's Rate over a SampledStat: events per second in the retained windows, the elapsed time
+    never counted as less than ``samples - 1`` full windows (so a burst at start-up is averaged)."""
+
+    def __init__(self, samples: int, window_s: float) -> None:
+        self.samples = samples
+        self.window_s = window_s
+        self._windows: deque[list[float]] = deque()  # [start, count], oldest first
+
+    def record(self, now: float) -> None:
+        self._purge(now)
+        windows = self._windows
+        if not windows or now - windows[-1][0] >= self.window_s:
+            if len(windows) == self.samples:
+                windows.popleft()
+            windows.append([now, 0])
+        windows[-1][1] += 1
+
+    def window_size_s(self, now: float) -> float:
+        self._purge(now)
+        elapsed = now - self._windows[0][0] if self._windows else 0.0
+        full = int(elapsed // self.window_s)
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_s
+        return max(elapsed, 0.001)
+
+    def rate(self, now: float) -> float:
+        size = self.window_size_s(now)
+        return sum(count for _, count in self._windows) / size
+
+    def _purge(self, now: float) -> None:
+        expired = self.samples * self.window_s
+        while self._windows and now - self._windows[0][0] >= expired:
+            self._windows.popleft()
+
+
 class ConnectionQuotas:
     def __init__(self, max_connections: int, max_connections_per_ip: int,
-                 overrides: Mapping[str, int] | None = None) -> None:
+                 overrides: Mapping[str, int] | None = None, max_connection_creation_rate: int = INT_MAX,
+                 quota_window_num: int = 11, quota_window_size_s: int = 1) -> None:
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
+        self.max_connection_creation_rate = max_connection_creation_rate
+        self._creation_rate = SampledRate(quota_window_num, quota_window_size_s)
+        self._max_throttle_s = float(quota_window_size_s)  # Kafka holds a connection one window at most
         self.overrides = resolve_overrides(overrides or {})
         self.total = 0
         self._per_ip: defaultdict[str, int] = defaultdict(int)
@@ -55,6 +104,22 @@ class ConnectionQuotas:
     @property
     def at_capacity(self) -> bool:
         return self.total >= self.max_connections
+
+    def record_connection_creation(self, protected: bool = False, now: float | None = None) -> float:
+        """Count a new connection; how long (seconds) to hold it so the creation rate keeps within
+        max.connection.creation.rate (Kafka's recordConnectionAndGetThrottleTimeMs)."""
+        if self.max_connection_creation_rate >= INT_MAX or protected:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        self._creation_rate.record(now)
+        rate = self._creation_rate.rate(now)
+        quota = self.max_connection_creation_rate
+        if rate <= quota:
+            return 0.0
+        if quota == 0:
+            return self._max_throttle_s
+        throttle = (rate - quota) / quota * self._creation_rate.window_size_s(now)
+        return min(throttle, self._max_throttle_s)
 
     def try_inc(self, ip: str) -> bool:
         """Count a new connection from ``ip``; False if its per-IP limit is already reached."""

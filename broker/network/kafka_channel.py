@@ -6,7 +6,8 @@ channel one at a time, as Kafka does by muting a channel while its request is in
 Responses are queued as parts and written by ``flush``: consecutive buffers go out in one
 ``sendmsg`` (uvloop would make each ``write()`` its own syscall), file slices with
 ``os.sendfile``. Reading pauses while the read-ahead is full, while the request channel has
-no room for the next request, or while the client is not reading its responses.
+no room for the next request, while the client is not reading its responses, or while the
+requests read so far hold queued.max.request.bytes (the processors' ``MemoryPool``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class KafkaChannel:
         self._file_sent = 0                   # bytes of the file slice at the head already sent
         self._reading = False
         self._writing = False
+        self._held = 0                        # bytes of requests read and not yet answered (memory pool)
+        self._waiting_for_memory = False
 
     # --- state ------------------------------------------------------------------------------
     @property
@@ -96,6 +99,12 @@ class KafkaChannel:
 
     def _update_reading(self) -> None:
         want = self._want_read()
+        pool = self.processor.memory_pool
+        if want and pool is not None and pool.is_out_of_memory:
+            want = False  # read again once finished requests free their bytes
+            if not self._waiting_for_memory:
+                self._waiting_for_memory = True
+                pool.wait_for_memory(self._memory_freed)
         if want != self._reading:
             loop = self.processor.loop
             if want:
@@ -104,8 +113,29 @@ class KafkaChannel:
                 loop.remove_reader(self.fd)
             self._reading = want
 
+    def _memory_freed(self) -> None:
+        self._waiting_for_memory = False
+        if not self.closed:
+            self._update_reading()
+
+    def _hold(self, size: int) -> None:
+        pool = self.processor.memory_pool
+        if pool is not None:
+            pool.allocate(size)
+            self._held += size
+
+    def _release(self, size: int) -> None:
+        pool = self.processor.memory_pool
+        if pool is not None:
+            self._held -= size
+            pool.release(size)
+
     # --- receiving ----------------------------------------------------------------------------
     def _on_readable(self) -> None:
+        pool = self.processor.memory_pool
+        if pool is not None and pool.is_out_of_memory:  # another connection's read used the last bytes
+            self._update_reading()
+            return
         try:
             if self._large is not None:
                 n = self.sock.recv_into(memoryview(self._large)[self._large_filled:])
@@ -152,10 +182,12 @@ class KafkaChannel:
                            + (f"larger than {max_size})" if size > 0 else "is negative)"), logging.WARNING)
                 return False
             if end - pos - 4 >= size:
+                self._hold(size)
                 self._push_frame(bytearray(view[pos + 4:pos + 4 + size]))
                 pos += 4 + size
                 continue
             if size + 4 > RECEIVE_BUFFER_SIZE:
+                self._hold(size)
                 self._large = bytearray(size)
                 have = end - pos - 4
                 self._large[:have] = view[pos + 4:end]
@@ -169,6 +201,8 @@ class KafkaChannel:
     def _drain(self) -> None:
         """End of stream: handle every complete request received, then close."""
         self.state = ChannelState.DRAINING
+        if self._large is not None:
+            self._release(len(self._large))
         self._partial, self._large = b"", None  # a partial frame can never complete now
         self._sends.clear()
         self._send_bytes = 0
@@ -217,6 +251,7 @@ class KafkaChannel:
                       response.request, self.connection_id)
             return
         self.in_flight = None
+        self._release(len(response.request.buffer))
         if self.state is ChannelState.DRAINING:
             if response.action is ResponseAction.CLOSE:
                 self.close("the request handler closed the connection", logging.DEBUG)
@@ -345,6 +380,7 @@ class KafkaChannel:
         self._sends.clear()
         self._blocked = None
         self.in_flight = None
+        self._release(self._held)
         try:
             self.sock.close()
         finally:

@@ -20,6 +20,7 @@ from broker.config import EndPoint
 from broker.network.api_version_manager import ApiVersionManager
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.kafka_channel import RECEIVE_BUFFER_SIZE, KafkaChannel
+from broker.network.memory_pool import MemoryPool
 from broker.network.request_channel import Request, RequestChannel, Response
 from protocol.exceptions import ProtocolError
 from protocol.headers import parse_request_header
@@ -32,7 +33,8 @@ MAX_FLUSH_DEFERRALS = 2  # loop iterations a flush may wait for a pipelined requ
 class Processor:
     def __init__(self, processor_id: int, loop: asyncio.AbstractEventLoop, request_channel: RequestChannel,
                  quotas: ConnectionQuotas, api_versions: ApiVersionManager, *, max_request_size: int,
-                 connections_max_idle_ms: int, send_buffer_bytes: int, receive_buffer_bytes: int) -> None:
+                 connections_max_idle_ms: int, send_buffer_bytes: int, receive_buffer_bytes: int,
+                 memory_pool: MemoryPool | None = None) -> None:
         self.id = processor_id
         self.loop = loop
         self.request_channel = request_channel
@@ -41,6 +43,7 @@ class Processor:
         self.max_request_size = max_request_size
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
+        self.memory_pool = memory_pool  # queued.max.request.bytes, shared by all processors; None: unbounded
         self.connections: dict[str, KafkaChannel] = {}
         self.receive_buffer = bytearray(RECEIVE_BUFFER_SIZE)  # shared: reads are handled one at a time
         # Counters (metrics hooks can read these later).

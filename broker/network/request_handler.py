@@ -13,8 +13,8 @@ A handler is ``async def handle(request) -> Response | None``. Returning a Respo
 it. Returning None means the handler parked the request (e.g. in a purgatory) and will call
 ``request_channel.send_response`` itself, so a long poll does not occupy a worker: the
 workers bound how many requests are being *processed* at once, not how many are waiting.
-A handler that raises gets its connection closed (with a log line), like a request Kafka
-cannot parse; answering with error codes is the handler's job.
+A handler that raises anyway gets its connection closed, with the traceback logged: answering
+with error codes, even for a failing handler, is the handler function's job (``KafkaApis``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from broker.network.request_channel import Request, RequestChannel, Response
-from protocol.exceptions import ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +71,6 @@ class KafkaRequestHandlerPool:
             return await self.handler(request)
         except asyncio.CancelledError:
             raise
-        except ProtocolError as exc:
-            log.warning("Closing connection %s: cannot parse %r: %s", request.connection_id, request.header, exc)
         except Exception:
             log.exception("Closing connection %s: unexpected error handling %r", request.connection_id, request.header)
         return Response.close(request)

@@ -18,6 +18,7 @@ from broker.config import EndPoint, KafkaConfig
 from broker.config_defs import ConfigError
 from broker.network.api_version_manager import ApiVersionManager
 from broker.network.connection_quotas import ConnectionQuotas, normalize_ip
+from broker.network.memory_pool import MemoryPool
 from broker.network.processor import Processor
 from broker.network.request_channel import RequestChannel
 
@@ -56,10 +57,11 @@ class Acceptor:
     """Accepts connections on one listener, checks quotas, assigns processors round-robin."""
 
     def __init__(self, endpoint: EndPoint, loop: asyncio.AbstractEventLoop, processors: list[Processor],
-                 quotas: ConnectionQuotas, backlog: int, receive_buffer_bytes: int) -> None:
+                 quotas: ConnectionQuotas, backlog: int, receive_buffer_bytes: int, protected: bool = False) -> None:
         self.endpoint = endpoint
         self.loop = loop
         self.quotas = quotas
+        self.protected = protected  # the inter-broker listener of several: no broker-wide creation rate
         self._processors = itertools.cycle(processors)
         self.sock = _listen_socket(endpoint, backlog, receive_buffer_bytes)
         self.port: int = self.sock.getsockname()[1]
@@ -93,18 +95,33 @@ class Acceptor:
                 log.error("Error accepting a connection on %s: %s", self.endpoint.connection_string(), exc)
                 return
             ip = normalize_ip(address[0])
-            if not self.quotas.try_inc(ip):
-                self.connections_rejected += 1
-                log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
-                         ip, self.quotas.max_for(ip))
-                sock.close()
-                continue
-            try:
-                next(self._processors).accept(sock, ip, self.endpoint)
-            except OSError as exc:  # the client went away between accept and setup
-                log.debug("Failed to set up the connection from %s: %s", ip, exc)
-                sock.close()
-                self.quotas.dec(ip)
+            throttle_s = self.quotas.record_connection_creation(self.protected)
+            if throttle_s > 0:  # max.connection.creation.rate: hold it, accept nothing meanwhile
+                self._set_accepting(False)
+                self.loop.call_later(throttle_s, self._admit_throttled, sock, ip)
+                return
+            self._admit(sock, ip)
+
+    def _admit_throttled(self, sock: socket.socket, ip: str) -> None:
+        if self._closed:
+            sock.close()
+            return
+        self._admit(sock, ip)
+        self._set_accepting(True)
+
+    def _admit(self, sock: socket.socket, ip: str) -> None:
+        if not self.quotas.try_inc(ip):
+            self.connections_rejected += 1
+            log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
+                     ip, self.quotas.max_for(ip))
+            sock.close()
+            return
+        try:
+            next(self._processors).accept(sock, ip, self.endpoint)
+        except OSError as exc:  # the client went away between accept and setup
+            log.debug("Failed to set up the connection from %s: %s", ip, exc)
+            sock.close()
+            self.quotas.dec(ip)
 
     def close(self) -> None:
         self._set_accepting(False)
@@ -121,7 +138,10 @@ class SocketServer:
         self.request_channel = request_channel if request_channel is not None else RequestChannel(config.queued_max_requests)
         self.api_versions = api_versions or ApiVersionManager(config.unstable_api_versions_enable)
         self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip,
-                                       config.max_connections_per_ip_overrides)
+                                       config.max_connections_per_ip_overrides,
+                                       config.max_connection_creation_rate, config.quota_window_num,
+                                       config.quota_window_size_seconds)
+        self.memory_pool = MemoryPool(config.queued_max_request_bytes) if config.queued_max_request_bytes > 0 else None
         self.processors: list[Processor] = []
         self.acceptors: dict[str, Acceptor] = {}
         for endpoint in config.listeners:
@@ -138,13 +158,14 @@ class SocketServer:
                       max_request_size=config.socket_request_max_bytes,
                       connections_max_idle_ms=config.connections_max_idle_ms,
                       send_buffer_bytes=config.socket_send_buffer_bytes,
-                      receive_buffer_bytes=config.socket_receive_buffer_bytes)
+                      receive_buffer_bytes=config.socket_receive_buffer_bytes, memory_pool=self.memory_pool)
             for i in range(config.num_network_threads)
         ]
         try:
             for endpoint in config.listeners:
+                protected = len(config.listeners) > 1 and endpoint.listener_name == config.inter_broker_listener_name
                 acceptor = Acceptor(endpoint, loop, self.processors, self.quotas,
-                                    config.socket_listen_backlog_size, config.socket_receive_buffer_bytes)
+                                    config.socket_listen_backlog_size, config.socket_receive_buffer_bytes, protected)
                 self.acceptors[endpoint.listener_name] = acceptor
                 log.info("Listening on %s (port %d)", endpoint.connection_string(), acceptor.port)
         except OSError:

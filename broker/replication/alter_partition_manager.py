@@ -1,5 +1,7 @@
 """AlterPartitionManager: sends a leader's ISR changes to the controller (KIP-497).
 
+As a Kafka 3.9 broker does: AlterPartition v3 by topic id (v1 by name while a topic id is unknown).
+
 Leaders propose; the controller decides, writes ZooKeeper and broadcasts UpdateMetadata.
 Proposals made while a request is in flight are sent together in the next one, and a
 partition has at most one proposal outstanding (the Partition's ``pending_isr``). When the
@@ -25,7 +27,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ALTER_PARTITION_VERSION = 1  # topic names, plain ISR lists
+ALTER_PARTITION_VERSION = 3  # what IBP 3.9 sends: topic ids, ISR members with (unknown) broker epochs
+ALTER_PARTITION_VERSION_BY_NAME = 1  # Kafka's fallback while a partition's topic id is unknown
+UNKNOWN_BROKER_EPOCH = -1  # a ZooKeeper-mode leader does not know its followers' epochs
 TopicPartition = tuple[str, int]
 
 
@@ -65,12 +69,14 @@ class AlterPartitionManager:
                 await self._send(batch)
 
     async def _send(self, batch: dict[TopicPartition, Partition]) -> None:
-        request = self._request(batch)
+        by_id = all(p.topic_id is not None for p in batch.values())
+        version = ALTER_PARTITION_VERSION if by_id else ALTER_PARTITION_VERSION_BY_NAME
+        request = self._request(batch, by_id)
         endpoint = self._controller_endpoint()
         try:
             if endpoint is None:
                 raise OSError("no controller is known yet")
-            response = await self._client.send(endpoint, request, ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION)
+            response = await self._client.send(endpoint, request, ApiKey.ALTER_PARTITION, version)
         except NETWORK_ERRORS as exc:
             log.warning("AlterPartition to the controller failed (%s); the ISR change will be proposed again", exc)
             for partition in batch.values():
@@ -79,9 +85,11 @@ class AlterPartitionManager:
         if response.error_code:
             log.warning("The controller refused AlterPartition: %s", Errors(response.error_code).name)
         answered: set[TopicPartition] = set()
+        names = {p.topic_id: p.topic for p in batch.values()}
         for topic in response.topics:
+            name = names.get(topic.topic_id, "") if by_id else topic.topic_name
             for p in topic.partitions:
-                tp = (topic.topic_name, p.partition_index)
+                tp = (name, p.partition_index)
                 partition = batch.get(tp)
                 if partition is None:
                     continue
@@ -96,15 +104,23 @@ class AlterPartitionManager:
         for tp in batch.keys() - answered:
             batch[tp].pending_isr = None
 
-    def _request(self, batch: dict[TopicPartition, Partition]) -> AlterPartitionRequest:
+    def _request(self, batch: dict[TopicPartition, Partition], by_id: bool) -> AlterPartitionRequest:
         topics: dict[str, list[AlterPartitionRequest.PartitionData]] = {}
         for (topic, index), partition in batch.items():
             assert partition.pending_isr is not None
-            topics.setdefault(topic, []).append(AlterPartitionRequest.PartitionData(
-                partition_index=index, leader_epoch=partition.leader_epoch, new_isr=partition.pending_isr,
-                leader_recovery_state=0, partition_epoch=partition.partition_epoch))
+            entry = AlterPartitionRequest.PartitionData(
+                partition_index=index, leader_epoch=partition.leader_epoch, leader_recovery_state=0,
+                partition_epoch=partition.partition_epoch)
+            if by_id:
+                entry.new_isr_with_epochs = [AlterPartitionRequest.BrokerState(
+                    broker_id=b, broker_epoch=UNKNOWN_BROKER_EPOCH) for b in partition.pending_isr]
+            else:
+                entry.new_isr = partition.pending_isr
+            topics.setdefault(topic, []).append(entry)
+        topic_ids = {p.topic: p.topic_id for p in batch.values()}
         return AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch(), topics=[
-            AlterPartitionRequest.TopicData(topic_name=name, partitions=parts) for name, parts in topics.items()])
+            AlterPartitionRequest.TopicData(topic_id=topic_ids[name], partitions=parts) if by_id
+            else AlterPartitionRequest.TopicData(topic_name=name, partitions=parts) for name, parts in topics.items()])
 
     def _controller_endpoint(self) -> tuple[str, int] | None:
         controller = self.metadata_cache.controller_id

@@ -1,12 +1,18 @@
 """ReplicaFetcher: copies the leader's log for the partitions this broker follows from one leader.
 
-Kafka's ReplicaFetcherThread as an asyncio task. Each partition is in one of two states:
+Kafka's ReplicaFetcherThread as an asyncio task, sending what a Kafka 3.9 broker sends: Fetch v17
+(topic ids, the epoch of our last batch, our replica id and broker epoch) in an incremental fetch
+session (``FetchSessionHandler``), OffsetsForLeaderEpoch v4.
+Each partition is in one of two states:
 
-* ``TRUNCATING`` — just became follower at a new leader epoch: before fetching, ask the
-  leader where our latest epoch ends (OffsetsForLeaderEpoch) and cut our log there, so a
-  tail the new leader never had is removed exactly where Kafka removes it;
-* ``FETCHING`` — fetch from our log end with our replica id; append the leader's batches
-  unchanged, take the leader's high watermark and log start offset.
+* ``FETCHING`` — fetch from our log end with our replica id and the epoch of our last batch;
+  append the leader's batches unchanged, take the leader's high watermark and log start offset.
+  When the leader answers that our log diverges from its own (KIP-595 truncation on fetch),
+  cut our log where our last common epoch ends, exactly where Kafka cuts it. A partition whose
+  log has an epoch starts here;
+* ``TRUNCATING`` — a partition without any epoch yet cuts its log to the high watermark; one
+  whose cut could not be completed from a diverging epoch (we lack the leader's epoch) asks the
+  leader where our latest epoch ends (OffsetsForLeaderEpoch) before fetching again.
 
 A partition whose leader answered an error waits ``replica.fetch.backoff.ms`` before it is
 tried again; a throttled partition that is not caught up is left out of fetches while the
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.network.network_client import NETWORK_ERRORS, NetworkClient
+from broker.replication.fetch_session_handler import FetchSessionHandler, SessionFetch
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.exceptions import ProtocolError
@@ -39,10 +46,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 12  # topic names, current leader epoch, flexible
-OFFSET_FOR_LEADER_EPOCH_VERSION = 3  # with the replica id
+FETCH_VERSION = 17  # what IBP 3.9 sends: topic ids, last fetched epoch, replica state
+FETCH_VERSION_BY_NAME = 12  # Kafka's fallback while a partition's topic id is unknown
+TOPIC_IDS_MIN_VERSION = 13
+REPLICA_STATE_MIN_VERSION = 15
+SESSION_ERRORS = (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH,
+                  Errors.FETCH_SESSION_TOPIC_ID_ERROR)
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4  # with the replica id, flexible
 TopicPartition = tuple[str, int]
 RunBlocking = Callable[..., Awaitable[Any]]
+
+
+def _unknown_broker_epoch() -> int:
+    return -1
 
 
 class ReplicaState(enum.Enum):
@@ -59,6 +75,7 @@ class FetcherConfig:
     partition_max_bytes: int  # replica.fetch.max.bytes
     backoff_ms: int  # replica.fetch.backoff.ms
     socket_timeout_ms: int  # replica.socket.timeout.ms
+    broker_epoch: Callable[[], int] = _unknown_broker_epoch  # sent in Fetch v15+'s replica state
 
 
 @dataclass(slots=True)
@@ -66,7 +83,7 @@ class PartitionFetchState:
     partition: Partition
     leader_epoch: int
     fetch_offset: int
-    state: ReplicaState = ReplicaState.TRUNCATING
+    state: ReplicaState
     delayed_until: float = 0.0  # event-loop time
     in_sync: bool = False  # reached the leader's high watermark at the last fetch
 
@@ -89,6 +106,7 @@ class ReplicaFetcher:
         self.processing = asyncio.Lock()
         self._wakeup = asyncio.Event()
         self._client = NetworkClient(name, (config.socket_timeout_ms + config.max_wait_ms) / 1000)
+        self.session = FetchSessionHandler()
         self._task: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
@@ -96,10 +114,13 @@ class ReplicaFetcher:
 
     # --- partitions ---------------------------------------------------------------------------
     def add_partitions(self, partitions: dict[TopicPartition, Partition]) -> None:
-        """Start following: truncate first, then fetch from the log end (call with ``processing`` held)."""
+        """Start following from the log end: fetching with our latest epoch, which the leader checks,
+        or, for a log without epochs, truncating to the high watermark first (call with ``processing`` held)."""
         for tp, partition in partitions.items():
             assert partition.log is not None
-            self.states[tp] = PartitionFetchState(partition, partition.leader_epoch, partition.log.log_end_offset)
+            has_epoch = partition.log.leader_epoch_cache.latest_epoch() is not None
+            self.states[tp] = PartitionFetchState(partition, partition.leader_epoch, partition.log.log_end_offset,
+                                                  ReplicaState.FETCHING if has_epoch else ReplicaState.TRUNCATING)
         self._wakeup.set()
 
     def remove_partitions(self, tps: list[TopicPartition]) -> None:
@@ -187,30 +208,32 @@ class ReplicaFetcher:
                     entry = asked.pop(tp, None)
                     if entry is None or self.states.get(tp) is not entry[0]:
                         continue  # removed or replaced while we waited
-                    await self._on_epoch_end_offset(tp, entry[0], p)
+                    if p.error_code:
+                        log.info("[%s] OffsetsForLeaderEpoch for %s-%d: %s; retrying", self.name, *tp,
+                                 Errors(p.error_code).name)
+                        self._back_off([entry[0]])
+                    else:
+                        await self._on_epoch_end_offset(tp, entry[0], p.leader_epoch, p.end_offset)
             self._back_off([s for s, _ in asked.values()])  # partitions the leader did not answer for
 
-    async def _on_epoch_end_offset(self, tp: TopicPartition, state: PartitionFetchState, answer: Any) -> None:
-        """Where to cut, as Kafka's getOffsetTruncationState decides it."""
-        if answer.error_code:
-            log.info("[%s] OffsetsForLeaderEpoch for %s-%d: %s; retrying", self.name, *tp,
-                     Errors(answer.error_code).name)
-            self._back_off([state])
-            return
+    async def _on_epoch_end_offset(self, tp: TopicPartition, state: PartitionFetchState, leader_epoch: int,
+                                   end_offset: int) -> None:
+        """Where to cut, given where the leader's copy of an epoch ends (an OffsetsForLeaderEpoch
+        answer or a Fetch response's diverging epoch), as Kafka's getOffsetTruncationState decides it."""
         tp_log = state.log
         log_end = tp_log.log_end_offset
-        if answer.end_offset == UNDEFINED_EPOCH_OFFSET:
+        if end_offset == UNDEFINED_EPOCH_OFFSET:
             await self._truncate_to(tp, state, tp_log.high_watermark, completed=True)
-        elif answer.leader_epoch == UNDEFINED_EPOCH:
-            await self._truncate_to(tp, state, min(answer.end_offset, log_end), completed=True)
+        elif leader_epoch == UNDEFINED_EPOCH:
+            await self._truncate_to(tp, state, min(end_offset, log_end), completed=True)
         else:
-            epoch, end = tp_log.end_offset_for_epoch(answer.leader_epoch)
+            epoch, end = tp_log.end_offset_for_epoch(leader_epoch)
             if end == UNDEFINED_EPOCH_OFFSET:  # we never had that epoch nor any later one
-                await self._truncate_to(tp, state, min(answer.end_offset, log_end), completed=True)
-            elif epoch != answer.leader_epoch:  # we lack the leader's epoch: cut to ours before it, ask again
+                await self._truncate_to(tp, state, min(end_offset, log_end), completed=True)
+            elif epoch != leader_epoch:  # we lack the leader's epoch: cut to ours before it, ask again
                 await self._truncate_to(tp, state, min(end, log_end), completed=False)
             else:
-                await self._truncate_to(tp, state, min(end, answer.end_offset, log_end), completed=True)
+                await self._truncate_to(tp, state, min(end, end_offset, log_end), completed=True)
 
     async def _truncate_to(self, tp: TopicPartition, state: PartitionFetchState, offset: int,
                            completed: bool) -> None:
@@ -218,10 +241,14 @@ class ReplicaFetcher:
         if offset < tp_log.log_end_offset:
             log.info("[%s] Truncating %s-%d to offset %d (log end was %d)", self.name, *tp, offset,
                      tp_log.log_end_offset)
-            await self.run_blocking(tp_log.truncate_to, offset)
-        if completed:
-            state.state = ReplicaState.FETCHING
-            state.fetch_offset = tp_log.log_end_offset
+        try:
+            await self.run_blocking(tp_log.truncate_to, offset)  # also cuts epochs past the log end
+        except StorageError as exc:  # its log dir failed: the replica manager stops this partition
+            log.error("[%s] Cannot truncate %s-%d to offset %d: %s", self.name, *tp, offset, exc)
+            self._back_off([state])
+            return
+        state.state = ReplicaState.FETCHING if completed else ReplicaState.TRUNCATING
+        state.fetch_offset = tp_log.log_end_offset
 
     # --- fetching -----------------------------------------------------------------------------
     def _throttled(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
@@ -235,40 +262,79 @@ class ReplicaFetcher:
                 await asyncio.sleep(self.quota.window_s)
                 return
         offsets = {tp: s.fetch_offset for tp, s in fetching.items()}
-        request = self._fetch_request(fetching)
-        response = await self._send(request, ApiKey.FETCH, FETCH_VERSION, list(fetching.values()))
+        request, version, fetch = self._fetch_request(fetching)
+        response = await self._send(request, ApiKey.FETCH, version, list(fetching.values()))
         if response is None:
+            self.session.handle_error()
+            return
+        self.session.handle_response(fetch, response.error_code, response.session_id)
+        if response.error_code in SESSION_ERRORS:  # the next fetch is a full one, opening a new session
+            log.info("[%s] Fetch session with broker %d lost: %s", self.name, self.leader_id,
+                     Errors(response.error_code).name)
             return
         if response.error_code:
             log.warning("[%s] Fetch from broker %d failed: %s", self.name, self.leader_id,
                         Errors(response.error_code).name)
             self._back_off(list(fetching.values()))
             return
+        names = {s.partition.topic_id: tp[0] for tp, s in fetching.items()}
         async with self.processing:
             for topic in response.responses:
+                name = names.get(topic.topic_id) if version >= TOPIC_IDS_MIN_VERSION else topic.topic
                 for data in topic.partitions:
-                    tp = (topic.topic, data.partition_index)
+                    tp = (name or "", data.partition_index)
                     state = fetching.get(tp)
                     if state is None or self.states.get(tp) is not state or state.fetch_offset != offsets[tp]:
                         continue  # removed, replaced or truncated while the fetch was in flight
                     await self._on_partition_data(tp, state, data)
 
-    def _fetch_request(self, fetching: dict[TopicPartition, PartitionFetchState]) -> FetchRequest:
-        topics: dict[str, list[Any]] = {}
-        for (topic, index), state in fetching.items():
-            topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
-                partition=index, current_leader_epoch=state.leader_epoch, fetch_offset=state.fetch_offset,
+    def _fetch_request(self, fetching: dict[TopicPartition, PartitionFetchState]
+                       ) -> tuple[FetchRequest, int, SessionFetch]:
+        """Fetch v17 by topic id, or v12 by name while some partition's topic id is unknown (as Kafka),
+        carrying what the fetch session needs: every partition in a full fetch, else the changed ones."""
+        by_id = all(s.partition.topic_id is not None for s in fetching.values())
+        version = FETCH_VERSION if by_id else FETCH_VERSION_BY_NAME
+        partitions = {}
+        for tp, state in fetching.items():
+            latest_epoch = state.log.leader_epoch_cache.latest_epoch()
+            partitions[tp] = (state.partition.topic_id, FetchRequest.FetchPartition(
+                partition=tp[1], current_leader_epoch=state.leader_epoch, fetch_offset=state.fetch_offset,
+                last_fetched_epoch=UNDEFINED_EPOCH if latest_epoch is None else latest_epoch,
                 log_start_offset=state.log.log_start_offset, partition_max_bytes=self.config.partition_max_bytes))
-        return FetchRequest(
-            replica_id=self.config.broker_id, max_wait_ms=self.config.max_wait_ms, min_bytes=self.config.min_bytes,
-            max_bytes=self.config.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=name, partitions=parts) for name, parts in topics.items()],
-            forgotten_topics_data=[], rack_id="")
+        fetch = self.session.build(partitions, by_id)
+        topic_ids = {tp[0]: topic_id for tp, (topic_id, _) in partitions.items()} | fetch.forgotten_topic_ids
+        topics: dict[str, list[Any]] = {}
+        for (topic, _), part in fetch.partitions.items():
+            topics.setdefault(topic, []).append(part)
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in fetch.forgotten:
+            forgotten.setdefault(topic, []).append(index)
+        request = FetchRequest(
+            max_wait_ms=self.config.max_wait_ms, min_bytes=self.config.min_bytes,
+            max_bytes=self.config.response_max_bytes, isolation_level=0, session_id=fetch.session_id,
+            session_epoch=fetch.epoch,
+            topics=[FetchRequest.FetchTopic(topic_id=topic_ids[name], partitions=parts) if by_id
+                    else FetchRequest.FetchTopic(topic=name, partitions=parts) for name, parts in topics.items()],
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic_id=topic_ids[name], partitions=parts) if by_id
+                                   else FetchRequest.ForgottenTopic(topic=name, partitions=parts)
+                                   for name, parts in forgotten.items()],
+            rack_id="")
+        if version >= REPLICA_STATE_MIN_VERSION:
+            request.replica_state = FetchRequest.ReplicaState(replica_id=self.config.broker_id,
+                                                              replica_epoch=self.config.broker_epoch())
+        else:
+            request.replica_id = self.config.broker_id
+        return request, version, fetch
 
     async def _on_partition_data(self, tp: TopicPartition, state: PartitionFetchState, data: Any) -> None:
         error = Errors(data.error_code)
         tp_log = state.log
-        if error is Errors.NONE:
+        diverging = data.diverging_epoch
+        if error is Errors.NONE and diverging.epoch >= 0 and diverging.end_offset >= 0:
+            log.info("[%s] %s-%d diverges from the leader's log after epoch %d at offset %d", self.name, *tp,
+                     diverging.epoch, diverging.end_offset)
+            await self._on_epoch_end_offset(tp, state, diverging.epoch, diverging.end_offset)
+        elif error is Errors.NONE:
             records = data.records
             if records is not None and len(records):
                 try:
@@ -301,7 +367,12 @@ class ReplicaFetcher:
         if 0 <= state.fetch_offset < data.log_start_offset:
             log.warning("[%s] %s-%d: fetch offset %d is below the leader's log start offset %d; "
                         "restarting the log there", self.name, *tp, state.fetch_offset, data.log_start_offset)
-            await self.run_blocking(tp_log.truncate_fully_and_start_at, data.log_start_offset)
+            try:
+                await self.run_blocking(tp_log.truncate_fully_and_start_at, data.log_start_offset)
+            except StorageError as exc:  # its log dir failed: the replica manager stops this partition
+                log.error("[%s] Cannot restart %s-%d at offset %d: %s", self.name, *tp, data.log_start_offset, exc)
+                self._back_off([state])
+                return
             state.fetch_offset = data.log_start_offset
         else:
             log.warning("[%s] %s-%d: fetch offset %d is beyond the leader's log end; truncating to the leader's "

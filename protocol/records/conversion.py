@@ -31,7 +31,7 @@ from protocol.records.compression import (
 )
 from protocol.records.legacy import build_message_set, decode_legacy_records, validate_legacy_entry
 from protocol.records.log_entry import decode_entry_records, read_log_entry
-from protocol.records.record import batch_record_data, check_record_framing
+from protocol.records.record import batch_record_data, renumber_records, scan_records
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -124,14 +124,16 @@ def recompress_batch(
 ) -> bytearray:
     """The v2 batch at ``pos`` with its records compressed by ``codec`` instead.
 
-    The record bytes are carried over unchanged (offset and timestamp deltas,
-    headers), as are all header fields but the codec bits, batchLength and CRC;
-    the records' length framing is checked on the way.
+    The record bytes are carried over unchanged (timestamp deltas, headers), as are
+    all header fields but the codec bits, batchLength and CRC; the records' framing
+    is checked on the way, and offset deltas that do not run 0..count-1 are
+    renumbered, as Kafka's rebuild of a batch assigns them.
     """
     header = read_batch_header(buf, pos)
     target = compression_type(codec)
     data = batch_record_data(buf, pos, max_output=max_output)
-    check_record_framing(data, header.record_count)
+    if not scan_records(data, header.record_count).consecutive:
+        data = renumber_records(data, header.record_count)
     if target is not CompressionType.NONE:
         data = compress(target, data)
     out = bytearray(RECORD_BATCH_OVERHEAD + len(data))

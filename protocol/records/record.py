@@ -228,20 +228,79 @@ def _read_headers(data: bytes, pos: int, end: int) -> tuple[list[Header], int]:
     return headers, pos
 
 
-def check_record_framing(data: bytes, count: int) -> None:
-    """Walk the length prefixes only: ``count`` records must fill ``data`` exactly."""
+class RecordScan:
+    """What the produce-side record checks need from one batch's records, read without copying
+    keys or values: whether the offset deltas run 0..count-1, which records have no key, and
+    (when asked for) every timestamp delta."""
+
+    __slots__ = ("consecutive", "keyless", "timestamp_deltas")
+
+    def __init__(self, consecutive: bool, keyless: list[int], timestamp_deltas: list[int]) -> None:
+        self.consecutive = consecutive
+        self.keyless = keyless
+        self.timestamp_deltas = timestamp_deltas
+
+
+def scan_records(data: bytes, count: int, *, timestamps: bool = False) -> RecordScan:
+    """One pass over the leading fields of ``count`` records (length, attributes, timestamp and
+    offset deltas, key length), checking that they fill ``data`` exactly.
+
+    The produce path calls this for every compressed batch, so two-byte lengths (records under
+    8 KiB) are decoded inline and each offset delta is compared, still encoded, with the one the
+    record's index should have."""
+    consecutive = True
+    keyless: list[int] = []
+    deltas: list[int] = []
+    cached = _CACHED_VARINTS
     pos = 0
     limit = len(data)
+    index = 0
     try:
         for index in range(count):
-            length, pos = read_varint(data, pos)
-            if length <= 0 or pos + length > limit:
+            byte = data[pos]
+            if byte < 0x80:
+                length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif data[pos + 1] < 0x80:
+                zigzag = (byte & 0x7F) | (data[pos + 1] << 7)
+                length, pos = (zigzag >> 1) ^ -(zigzag & 1), pos + 2
+            else:
+                length, pos = read_varint(data, pos)
+            end = pos + length
+            if length <= 0 or end > limit:
                 raise CorruptRecordError(f"record {index} has invalid length {length} at {pos}")
-            pos += length
+            pos += 1  # attributes
+            if timestamps:
+                timestamp_delta, pos = read_varint(data, pos)
+                deltas.append(timestamp_delta)
+            else:
+                while data[pos] >= 0x80:
+                    pos += 1
+                pos += 1
+            expected = cached[index + 1] if index < 4095 else encode_varint(index)
+            if data[pos:pos + len(expected)] != expected:
+                consecutive = False
+            while data[pos] >= 0x80:
+                pos += 1
+            pos += 1
+            if pos >= end:
+                raise CorruptRecordError(f"record {index} of {length} bytes ends inside its fields")
+            if data[pos] == 1:  # zig-zag -1: a null key
+                keyless.append(index)
+            pos = end
     except IndexError:
-        raise CorruptRecordError(f"record data ends inside a length prefix after {index} records") from None
+        raise CorruptRecordError(f"record {index} is truncated") from None
     if pos != limit:
         raise CorruptRecordError(f"{limit - pos} bytes remain after the batch's {count} records")
+    return RecordScan(consecutive, keyless, deltas)
+
+
+def renumber_records(data: bytes, count: int) -> bytes:
+    """The records with offset deltas 0..count-1 (everything else as it was), as Kafka rebuilds a
+    batch whose inner offsets are not consecutive."""
+    out = bytearray()
+    for index, record in enumerate(decode_records(data, count, 0, 0)):
+        out += encode_record(index, record.timestamp, record.key, record.value, record.headers)
+    return bytes(out)
 
 
 def _read_sized(data: bytes, pos: int, end: int) -> tuple[Optional[bytes], int]:

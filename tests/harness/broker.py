@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,19 +44,63 @@ def _request(host: str, port: int, api_key: int, version: int, body: Any, timeou
     return send_request(host, port, body, api_key, version, "test-harness", timeout)
 
 
+class BrokerConnection:
+    """One client connection kept open across requests, to check that the broker keeps it open too."""
+
+    def __init__(self, port: int, client_id: str = "test-harness", timeout: float = 15.0) -> None:
+        import socket
+
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.client_id = client_id
+        self.correlation_id = 0
+
+    def send(self, api_key: int, version: int, body: Any) -> None:
+        from protocol.framing import encode_request
+
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(body, api_key, version, self.correlation_id, self.client_id))
+
+    def read(self, api_key: int, version: int) -> Any:
+        """The answer to the request sent last (ConnectionError if the broker closed the connection)."""
+        from coordination.blocking_rpc import read_response
+
+        correlation_id, response = read_response(self.sock, api_key, version)
+        assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
+        return response
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        self.send(api_key, version, body)
+        return self.read(api_key, version)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> BrokerConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 class BrokerProcess:
-    dir_prefix = "broker"  # the process's directory under tmp_dir is <dir_prefix>-<broker_id>
+    DIR_PREFIX = "broker"  # its directory in tmp_dir is <prefix>-<broker id>
+    LOG_NAME = "broker.log"
 
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
-                 overrides: Mapping[str, str] | None = None, port: int | None = None) -> None:
+                 overrides: Mapping[str, str] | None = None, port: int | None = None,
+                 host: str = "127.0.0.1", command_prefix: Sequence[str] = ()) -> None:
+        """``host`` and ``command_prefix`` place the broker elsewhere than loopback, e.g. in a network
+        namespace (``["ip", "netns", "exec", NAME]`` and that namespace's address)."""
         self.zk_connect = zk_connect
+        self.host = host
+        self.command_prefix = list(command_prefix)
         self.broker_id = broker_id
-        self.dir = Path(tmp_dir) / f"{self.dir_prefix}-{broker_id}"
+        self.dir = Path(tmp_dir) / f"{self.DIR_PREFIX}-{broker_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._port_chosen_here = port is None
         self.port = port or free_port()
         self.log_dir = self.dir / "kafka-logs"
-        self.log_path = self.dir / "broker.log"
+        self.log_path = self.dir / self.LOG_NAME
         self.config_path = self.dir / "server.properties"
         self.overrides = dict(overrides or {})
         self.process: subprocess.Popen[bytes] | None = None
@@ -65,26 +109,18 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def properties(self) -> dict[str, str]:
         props = {
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.log_dir),
             "zookeeper.connect": self.zk_connect,
             **TEST_DEFAULTS,
         }
         props.update(self.overrides)
         return props
-
-    def command(self) -> list[str]:
-        """The process that serves ``config_path`` (a subclass runs another broker on the same config)."""
-        return [sys.executable, "-m", "broker", str(self.config_path)]
-
-    def environment(self) -> dict[str, str] | None:
-        """The process's environment; None inherits the test's."""
-        return None
 
     def start(self, timeout: float = 30.0) -> None:
         """Start and wait until serving; a port taken meanwhile by another process is replaced."""
@@ -101,8 +137,9 @@ class BrokerProcess:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                self.command(), cwd=REPO_ROOT, env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
+                [*self.command_prefix, *self.command()], env=self.env(),
+                cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -116,11 +153,19 @@ class BrokerProcess:
         self.kill()
         raise BrokerHarnessError(f"broker {self.broker_id} did not start within {timeout}s:\n{self.log_tail()}")
 
+    def command(self) -> list[str]:
+        """What runs the broker (a subclass runs another implementation of Kafka)."""
+        return [sys.executable, "-m", "broker", str(self.config_path)]
+
+    def env(self) -> dict[str, str] | None:
+        """The broker's environment; None inherits ours."""
+        return None
+
     def _answers_api_versions(self) -> bool:
         from protocol.messages import ApiVersionsRequest
 
         try:
-            response = _request("127.0.0.1", self.port, 18, 3, ApiVersionsRequest(
+            response = _request(self.host, self.port, 18, 3, ApiVersionsRequest(
                 client_software_name="harness", client_software_version="1"), timeout=1.0)
         except OSError:
             return False
@@ -153,10 +198,13 @@ class BrokerProcess:
         body = MetadataRequest(
             topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
             allow_auto_topic_creation=False)
-        return _request("127.0.0.1", self.port, 3, 12, body)
+        return _request(self.host, self.port, 3, 12, body)
 
     def request(self, api_key: int, version: int, body: Any, timeout: float = 5.0) -> Any:
-        return _request("127.0.0.1", self.port, api_key, version, body, timeout)
+        return _request(self.host, self.port, api_key, version, body, timeout)
+
+    def connect(self, client_id: str = "test-harness") -> BrokerConnection:
+        return BrokerConnection(self.port, client_id)
 
     def pause(self) -> None:
         """SIGSTOP: the process freezes (no fetches, no ZooKeeper heartbeats) until ``resume()``."""

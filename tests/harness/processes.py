@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import ctypes
+import random
 import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
 
 _PR_SET_PDEATHSIG = 1
 try:
@@ -17,3 +21,23 @@ def die_with_parent() -> None:
     servers behind."""
     if _prctl is not None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def run_until_killed(argv: Sequence[str], rng: random.Random, env: Mapping[str, str],
+                     min_s: float, max_s: float) -> str:
+    """Start ``argv``, wait for its ``ready ...`` line, SIGKILL it ``min_s``..``max_s`` seconds later;
+    returns all it printed (for crash-safety tests, whose workers print their progress)."""
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env))
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline().decode()
+        assert ready.startswith("ready "), proc.stderr.read().decode() if proc.stderr else ready
+        time.sleep(rng.uniform(min_s, max_s))
+        proc.send_signal(signal.SIGKILL)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL, err.decode()
+    return ready + out.decode()

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.harness.ports import free_port
@@ -56,10 +57,14 @@ def four_letter_word(host: str, port: int, command: str, timeout: float = 1.0) -
 class ZooKeeperServer:
     """One standalone ZooKeeper process; stop()/start() keeps its port and data (for outage tests)."""
 
-    def __init__(self, base_dir: Path | None = None, port: int | None = None) -> None:
+    def __init__(self, base_dir: Path | None = None, port: int | None = None, host: str = "127.0.0.1",
+                 command_prefix: Sequence[str] = ()) -> None:
+        """``host`` and ``command_prefix`` place the server elsewhere than loopback, e.g. in a network
+        namespace (``["ip", "netns", "exec", NAME]`` and that namespace's address)."""
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="zk-test-"))
-        self.host = "127.0.0.1"
+        self.host = host
+        self.command_prefix = list(command_prefix)
         self.port = port or free_port()
         self.data_dir = self.base_dir / "data"
         self.config_path = self.base_dir / "zoo.cfg"
@@ -125,7 +130,7 @@ class ZooKeeperServer:
         log = open(self.log_path, "ab")
         try:
             self._process = subprocess.Popen(
-                command,
+                [*self.command_prefix, *command],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -164,6 +169,13 @@ class ZooKeeperServer:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would; the data directory is kept for a restart."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
 
     def restart(self) -> None:
         self.stop()

@@ -64,12 +64,32 @@ def broker(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
             print(f"--- broker log ({process.log_path}) ---\n{process.log_tail(200)}")
 
 
+@pytest.fixture(scope="module")
+def module_broker(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory,
+                  request: pytest.FixtureRequest) -> Iterator["BrokerProcess"]:
+    """One real broker shared by the tests of a module that do not disturb each other (its own
+    chroot and log dir; overrides from the module's ``BROKER_OVERRIDES``); its log is printed when
+    one of them failed."""
+    from tests.harness.broker import BrokerProcess
+
+    tmp = tmp_path_factory.mktemp("module-broker")
+    process = BrokerProcess(shared_zookeeper.connect_string_with_chroot(f"kafka-{uuid.uuid4().hex[:12]}"), 0, tmp,
+                            getattr(request.module, "BROKER_OVERRIDES", {}))
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+        if request.session.testsfailed:
+            print(f"--- broker log ({process.log_path}) ---\n{process.log_tail(200)}")
+
+
 @pytest.fixture
 def cluster3(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator["BrokerCluster"]:
-    """Three real brokers (ids 0, 1, 2) on one ZooKeeper chroot."""
+    """Three real brokers (ids 0, 1, 2) on one ZooKeeper chroot (broker settings: indirect parameter)."""
     from tests.harness.broker import BrokerCluster
 
-    created = BrokerCluster(3, zk_connect, tmp_path)
+    created = BrokerCluster(3, zk_connect, tmp_path, getattr(request, "param", None) or {})
     try:
         created.start()
         yield created
@@ -83,10 +103,3 @@ def cluster3(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) ->
 def _failed(request: pytest.FixtureRequest) -> bool:
     report = getattr(request.node, "rep_call", None)
     return report is not None and report.failed
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    outcome = yield
-    report = outcome.get_result()
-    setattr(item, f"rep_{report.when}", report)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ from protocol.records.builder import RecordBatchBuilder  # noqa: E402
 from protocol.records.log_entry import decode_entry_records  # noqa: E402
 from storage.log import Log  # noqa: E402
 from storage.log_config import LogConfig  # noqa: E402
+from tests.harness.processes import run_until_killed  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -135,22 +134,8 @@ def run_kill_loop(directory: Path, rng: random.Random) -> None:
     cycles = damaged = 0
     deadline = time.monotonic() + RUN_SECONDS
     while cycles < MIN_CYCLES or time.monotonic() < deadline:
-        proc = subprocess.Popen(
-            [sys.executable, __file__, str(directory)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-        )
-        try:
-            assert proc.stdout is not None
-            ready = proc.stdout.readline().decode()
-            assert ready.startswith("ready "), proc.stderr.read().decode() if proc.stderr else ready
-            time.sleep(rng.uniform(0.02, 0.4))
-            proc.send_signal(signal.SIGKILL)
-            out, err = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        assert proc.returncode == -signal.SIGKILL, err.decode()
-        for line in (ready + out.decode()).splitlines():
+        printed = run_until_killed([sys.executable, __file__, str(directory)], rng, env, 0.02, 0.4)
+        for line in printed.splitlines():
             if line.startswith("flushed "):
                 flushed = max(flushed, int(line.split()[1]))
         if rng.random() < 0.5:

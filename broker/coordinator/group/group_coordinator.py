@@ -134,6 +134,11 @@ class GroupCoordinator:
             log.info("Unloading group metadata of %s-%d for epoch %d", topic, partition, leader_epoch)
             manager.unload_partition(partition, self._on_group_unloaded)
 
+    def on_transaction_completed(self, producer_id: int, offsets_partitions: list[int], is_commit: bool) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` is on these ``__consumer_offsets`` partitions
+        (Kafka's scheduleHandleTxnCompletion; here on the loop, before WriteTxnMarkers answers)."""
+        self.manager.handle_txn_completion(producer_id, offsets_partitions, is_commit)
+
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         log.info("Loading group metadata for %s with generation %d", group.group_id, group.generation_id)
         for member in group.members.values():

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import enum
 import struct
-import time
 from dataclasses import dataclass, field
 
 from protocol.errors import Errors
+from storage.clock import now_ms
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
@@ -47,10 +47,6 @@ class IllegalGroupStateTransition(RuntimeError):
     pass
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 @dataclass(frozen=True)
 class OffsetAndMetadata:
     offset: int
@@ -58,6 +54,15 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int | None = None  # only from OffsetCommit v2-v4 retention_time_ms / value v1
+
+
+@dataclass(slots=True)
+class PendingTxnOffset:
+    """A transactional offset commit waiting for its transaction's marker (Kafka's
+    CommitRecordMetadataAndOffset): ``record_offset`` is where its record landed, once appended."""
+
+    offset: OffsetAndMetadata
+    record_offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,12 @@ class GroupMetadata:
         self.subscribed_topics: set[str] | None = None
         self.new_member_added = False
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        # The __consumer_offsets offset of the record each committed offset came from: a commit
+        # only replaces one whose record is older (Kafka's olderThan); -1 when unknown.
+        self.offset_record_offsets: dict[TopicPartition, int] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        # producer id -> its transactional commits, visible once a COMMIT marker is written
+        self.pending_txn_offset_commits: dict[int, dict[TopicPartition, PendingTxnOffset]] = {}
 
     def __repr__(self) -> str:
         return f"GroupMetadata({self.group_id!r}, {self.state.value}, generation={self.generation_id})"
@@ -354,22 +364,69 @@ class GroupMetadata:
     def prepare_offset_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         self.pending_offset_commits.update(offsets)
 
-    def on_offset_commit_append(self, tp: TopicPartition, offset: OffsetAndMetadata) -> None:
+    def _maybe_commit(self, tp: TopicPartition, offset: OffsetAndMetadata, record_offset: int) -> None:
+        """Make ``offset`` the committed one unless the current one's record is newer in the log."""
+        if tp not in self.offsets or self.offset_record_offsets.get(tp, -1) < record_offset:
+            self.offsets[tp] = offset
+            self.offset_record_offsets[tp] = record_offset
+
+    def on_offset_commit_append(self, tp: TopicPartition, offset: OffsetAndMetadata, record_offset: int) -> None:
+        if tp in self.pending_offset_commits:  # not removed meanwhile (offsets deleted)
+            self._maybe_commit(tp, offset, record_offset)
         if self.pending_offset_commits.get(tp) is offset:
             del self.pending_offset_commits[tp]
-        self.offsets[tp] = offset
 
     def fail_pending_offset_write(self, tp: TopicPartition, offset: OffsetAndMetadata) -> None:
         if self.pending_offset_commits.get(tp) is offset:
             del self.pending_offset_commits[tp]
 
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        pending = self.pending_txn_offset_commits.setdefault(producer_id, {})
+        for tp, offset in offsets.items():
+            pending[tp] = PendingTxnOffset(offset)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: TopicPartition, offset: OffsetAndMetadata,
+                                    record_offset: int) -> None:
+        entry = self.pending_txn_offset_commits.get(producer_id, {}).get(tp)
+        if entry is not None and entry.offset is offset:
+            entry.record_offset = record_offset
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: TopicPartition) -> None:
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is not None:
+            pending.pop(tp, None)
+            if not pending:
+                del self.pending_txn_offset_commits[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> None:
+        """The producer's transaction ended: its offsets become committed (COMMIT) or vanish (ABORT)."""
+        pending = self.pending_txn_offset_commits.pop(producer_id, {})
+        if is_commit:
+            for tp, entry in pending.items():
+                if entry.record_offset is None:
+                    raise RuntimeError(f"transactional offset commit of producer {producer_id} for {tp} in group "
+                                       f"{self.group_id} completed before its record was appended")
+                self._maybe_commit(tp, entry.offset, entry.record_offset)
+
+    def has_pending_offset_commits_from_producer(self, producer_id: int) -> bool:
+        return producer_id in self.pending_txn_offset_commits
+
     def has_pending_offset_commits(self, tp: TopicPartition) -> bool:
-        return tp in self.pending_offset_commits
+        """Offsets of ``tp`` not settled yet: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT."""
+        return tp in self.pending_offset_commits or \
+            any(tp in pending for pending in self.pending_txn_offset_commits.values())
+
+    @property
+    def has_offsets(self) -> bool:
+        return bool(self.offsets or self.pending_offset_commits or self.pending_txn_offset_commits)
 
     def remove_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         removed = {}
         for tp in partitions:
             self.pending_offset_commits.pop(tp, None)
+            for pending in self.pending_txn_offset_commits.values():
+                pending.pop(tp, None)
+            self.offset_record_offsets.pop(tp, None)
             if tp in self.offsets:
                 removed[tp] = self.offsets.pop(tp)
         return removed

@@ -20,15 +20,19 @@ from broker.coordinator.group.group_metadata import (
     GroupState,
     MemberMetadata,
     OffsetAndMetadata,
+    PendingTxnOffset,
     TopicPartition,
     now_ms,
 )
+from broker.coordinator.internal_topic import InternalTopicPartitions, replay_partition_log
 from protocol import consumer_offsets_records as records
 from protocol.errors import Errors, KafkaApiError
 from protocol.exceptions import ProtocolError
+from protocol.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from protocol.records.builder import RecordBatchBuilder
 from protocol.records.log_entry import decode_entry_records, iter_log_entries
 from storage.errors import StorageError
+from storage.producer_state import SENTINEL_GUARD, AppendOrigin, VerificationGuard, read_end_txn_marker
 
 if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
@@ -77,24 +81,6 @@ class GroupConfig:
         )
 
 
-def java_string_hash(value: str) -> int:
-    """Java's String.hashCode: over UTF-16 code units, 32-bit signed overflow."""
-    data = value.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0 rather than staying negative."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    return kafka_abs(java_string_hash(group_id)) % partitions
-
-
 def group_store_error(error: Errors) -> Errors:
     """A failed group-metadata append as JoinGroup/SyncGroup report it."""
     if error in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_ENOUGH_REPLICAS, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
@@ -109,7 +95,9 @@ def group_store_error(error: Errors) -> Errors:
 
 
 def offset_store_error(error: Errors) -> Errors:
-    """A failed offset-commit append as OffsetCommit reports it."""
+    """A failed offset-commit append (or transaction verification) as OffsetCommit reports it."""
+    if error is Errors.NETWORK_EXCEPTION:  # verification failed: older clients retry this one correctly
+        return Errors.COORDINATOR_LOAD_IN_PROGRESS
     if error in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_ENOUGH_REPLICAS, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
         return Errors.COORDINATOR_NOT_AVAILABLE
     if error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR):
@@ -171,63 +159,87 @@ def group_from_value(group_id: str, value: records.GroupMetadataValue) -> GroupM
     return group
 
 
+CommitRecord = tuple[OffsetAndMetadata, int]  # an offset and the log offset of its commit record's batch
+
+
 @dataclass
 class LoadedPartition:
-    """What replaying one partition's log left: None values are tombstones."""
+    """What replaying one partition's log left: None values are tombstones. Transactional offset
+    commits stay pending per producer until its marker: COMMIT applies them (unless a newer
+    record committed the partition meanwhile), ABORT drops them; those still pending at the end
+    are loaded as pending, as Kafka's GroupMetadataManager loads them."""
 
-    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata | None]] = field(default_factory=dict)
+    offsets: dict[str, dict[TopicPartition, CommitRecord | None]] = field(default_factory=dict)
     groups: dict[str, records.GroupMetadataValue | None] = field(default_factory=dict)
+    pending: dict[int, dict[tuple[str, TopicPartition], CommitRecord]] = field(default_factory=dict)
 
     def apply(self, buf: bytes) -> None:
-        """Replay the whole batches in ``buf`` (control and transactional batches are skipped)."""
+        """Replay the whole batches in ``buf``."""
         for pos, header in iter_log_entries(buf):
-            if header.is_control or getattr(header, "is_transactional", False):
+            if header.is_control:
+                self._apply_marker(memoryview(buf)[pos:pos + header.size], header.producer_id)
                 continue
+            pending = self.pending.setdefault(header.producer_id, {}) \
+                if getattr(header, "is_transactional", False) else None
             for record in decode_entry_records(buf, pos):
                 if record.key is None or not records.is_classic_group_key(record.key):
                     continue
                 key = records.decode_key(record.key)
                 if isinstance(key, records.OffsetCommitKey):
-                    value = None if record.value is None else offset_from_value(
-                        records.decode_offset_commit_value(record.value))
-                    self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = value
+                    tp = (key.topic, key.partition)
+                    value = None if record.value is None else (
+                        offset_from_value(records.decode_offset_commit_value(record.value)), header.base_offset)
+                    if pending is None:
+                        self.offsets.setdefault(key.group, {})[tp] = value
+                    elif value is None:
+                        pending.pop((key.group, tp), None)
+                    else:
+                        pending[(key.group, tp)] = value
                 else:
                     self.groups[key.group] = None if record.value is None else \
                         records.decode_group_metadata_value(record.value)
+
+    def _apply_marker(self, batch: memoryview, producer_id: int) -> None:
+        marker = read_end_txn_marker(batch)
+        if marker is None:  # not a transaction marker, or emptied by the cleaner
+            return
+        pending = self.pending.pop(producer_id, {})
+        if marker.is_commit:
+            for (group_id, tp), commit in pending.items():
+                current = self.offsets.get(group_id, {}).get(tp)
+                if current is None or current[1] < commit[1]:
+                    self.offsets.setdefault(group_id, {})[tp] = commit
 
     def build_groups(self) -> list[GroupMetadata]:
         built: dict[str, GroupMetadata] = {}
         for group_id, value in self.groups.items():
             if value is not None:
                 built[group_id] = group_from_value(group_id, value)
-        for group_id, offsets in self.offsets.items():
-            live = {tp: o for tp, o in offsets.items() if o is not None}
-            if not live and group_id not in built:
+        pending_by_group: dict[str, dict[int, dict[TopicPartition, PendingTxnOffset]]] = {}
+        for producer_id, commits in self.pending.items():
+            for (group_id, tp), (offset, record_offset) in commits.items():
+                pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = \
+                    PendingTxnOffset(offset, record_offset)
+        for group_id in list(self.offsets) + [g for g in pending_by_group if g not in self.offsets]:
+            live = {tp: c for tp, c in self.offsets.get(group_id, {}).items() if c is not None}
+            pending = pending_by_group.get(group_id, {})
+            if not live and not pending and group_id not in built:
                 continue
             group = built.get(group_id)
             if group is None:
                 group = built[group_id] = GroupMetadata(group_id)
                 group.state_timestamp = None  # offsets-only group: expire by commit time
-            group.offsets.update(live)
+            for tp, (offset, record_offset) in live.items():
+                group.offsets[tp] = offset
+                group.offset_record_offsets[tp] = record_offset
+            group.pending_txn_offset_commits.update(pending)
         return list(built.values())
 
 
 def read_partition_log(tp_log: Any, buffer_size: int) -> LoadedPartition:
     """Blocking: replay a partition's log from its start to its current end."""
     loaded = LoadedPartition()
-    offset, end = tp_log.log_start_offset, tp_log.log_end_offset
-    while offset < end:
-        info = tp_log.read(offset, buffer_size, min_one_message=True, max_offset=end)
-        buf = info.records.read_bytes() if len(info.records) else b""
-        if not buf:
-            break
-        last = offset
-        for _pos, header in iter_log_entries(buf):
-            last = header.next_offset
-        loaded.apply(buf)
-        if last <= offset:
-            break
-        offset = last
+    replay_partition_log(tp_log, buffer_size, loaded.apply)
     return loaded
 
 
@@ -242,21 +254,14 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.owned_partitions: set[int] = set()
         self.loading_partitions: dict[int, int] = {}  # partition -> leader epoch being loaded
-        self._partition_count: int | None = None
+        # producer id -> groups holding its pending transactional offsets (Kafka's openGroupsForProducer)
+        self.open_groups_of_producer: dict[int, set[str]] = {}
+        self._partitions = InternalTopicPartitions(GROUP_METADATA_TOPIC, metadata_cache,
+                                                   config.offsets_topic_num_partitions)
 
     # --- partitioning ---------------------------------------------------------------------------
-    @property
-    def partition_count(self) -> int:
-        """The topic's real partition count once it exists, the configured one before."""
-        if self._partition_count is None:
-            existing = len(self.metadata_cache.topic_partitions(GROUP_METADATA_TOPIC))
-            if existing:
-                self._partition_count = existing
-            return existing or self.config.offsets_topic_num_partitions
-        return self._partition_count
-
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.partition_count)
+        return self._partitions.partition_for(group_id)
 
     def is_partition_owned(self, partition: int) -> bool:
         return partition in self.owned_partitions
@@ -313,6 +318,8 @@ class GroupMetadataManager:
             if self.groups.get(group.group_id) is not None:
                 continue  # created meanwhile (cannot happen while loading, kept for safety)
             self.groups[group.group_id] = group
+            for producer_id in group.pending_txn_offset_commits:
+                self.open_groups_of_producer.setdefault(producer_id, set()).add(group.group_id)
             on_group_loaded(group)
         log.info("Finished loading offsets and group metadata from %s-%d in %d milliseconds (%d groups)",
                  GROUP_METADATA_TOPIC, partition, now_ms() - start, len(groups))
@@ -323,6 +330,8 @@ class GroupMetadataManager:
         removed = [g for g_id, g in self.groups.items() if self.partition_for(g_id) == partition]
         for group in removed:
             del self.groups[group.group_id]
+            for producer_id in list(self.open_groups_of_producer):
+                self._remove_producer_group(producer_id, group.group_id)
             on_group_unloaded(group)
         if removed:
             log.info("Finished unloading %s-%d: removed %d cached groups", GROUP_METADATA_TOPIC, partition,
@@ -330,27 +339,37 @@ class GroupMetadataManager:
         return len(removed)
 
     # --- writes -------------------------------------------------------------------------------------
-    def _batch(self, entries: Iterable[tuple[bytes, bytes | None]]) -> bytearray:
-        builder = RecordBatchBuilder(magic=2, compression=self.config.offsets_topic_compression)
+    def _batch(self, entries: Iterable[tuple[bytes, bytes | None]], producer_id: int = NO_PRODUCER_ID,
+               producer_epoch: int = NO_PRODUCER_EPOCH) -> bytearray:
+        """One batch of records; with a producer id, a transactional batch of that producer (sequence 0,
+        as Kafka writes transactional offset commits: the coordinator origin skips sequence checks)."""
+        transactional = producer_id != NO_PRODUCER_ID
+        builder = RecordBatchBuilder(magic=2, compression=self.config.offsets_topic_compression,
+                                     producer_id=producer_id, producer_epoch=producer_epoch,
+                                     base_sequence=0 if transactional else NO_SEQUENCE,
+                                     is_transactional=transactional)
         timestamp = now_ms()
         for key, value in entries:
             builder.append(timestamp, key, value)
         return builder.build()
 
-    async def _append(self, group_id: str, batch: bytearray) -> Errors:
+    async def _append(self, group_id: str, batch: bytearray,
+                      verification_guard: VerificationGuard = SENTINEL_GUARD) -> tuple[Errors, int]:
+        """(error, offset of the appended batch) once the ISR has it."""
         try:
-            await self.replica_manager.append_and_wait(GROUP_METADATA_TOPIC, self.partition_for(group_id), batch,
-                                                       self.config.offset_commit_timeout_ms)
+            info = await self.replica_manager.append_and_wait(
+                GROUP_METADATA_TOPIC, self.partition_for(group_id), batch, self.config.offset_commit_timeout_ms,
+                AppendOrigin.COORDINATOR, verification_guard)
         except KafkaApiError as exc:
-            return exc.error
+            return exc.error, -1
         except StorageError as exc:
-            return Errors[exc.error_name]
-        return Errors.NONE
+            return Errors[exc.error_name], -1
+        return Errors.NONE, info.first_offset
 
     async def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> Errors:
         key = records.encode_key(records.GroupMetadataKey(group.group_id))
         value = records.encode_group_metadata_value(group_metadata_value(group, assignment))
-        error = await self._append(group.group_id, self._batch([(key, value)]))
+        error, _ = await self._append(group.group_id, self._batch([(key, value)]))
         if error is not Errors.NONE:
             log.debug("Storing metadata of group %s generation %d failed: %s", group.group_id, group.generation_id,
                       error.name)
@@ -359,22 +378,60 @@ class GroupMetadataManager:
     def valid_metadata(self, metadata: str | None) -> bool:
         return metadata is None or len(metadata) <= self.config.max_metadata_size
 
-    async def store_offsets(self, group: GroupMetadata,
-                            offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, Errors]:
-        """Append the commits (those whose metadata fits), then make them visible; per-partition errors."""
+    async def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata],
+                            producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                            verification_guard: VerificationGuard = SENTINEL_GUARD) -> dict[TopicPartition, Errors]:
+        """Append the commits (those whose metadata fits), then make them visible; per-partition errors.
+
+        With a producer id (TxnOffsetCommit) they are written in that producer's transaction and stay
+        pending until its marker (``handle_txn_completion``)."""
         valid = {tp: o for tp, o in offsets.items() if self.valid_metadata(o.metadata)}
         error = Errors.NONE
         if valid:
+            transactional = producer_id != NO_PRODUCER_ID
             entries = [(records.encode_key(records.OffsetCommitKey(group.group_id, tp[0], tp[1])),
                         records.encode_offset_commit_value(offset_commit_value(o))) for tp, o in valid.items()]
-            group.prepare_offset_commit(valid)
-            error = offset_store_error(await self._append(group.group_id, self._batch(entries)))
+            if transactional:
+                self.open_groups_of_producer.setdefault(producer_id, set()).add(group.group_id)
+                group.prepare_txn_offset_commit(producer_id, valid)
+            else:
+                group.prepare_offset_commit(valid)
+            error, record_offset = await self._append(
+                group.group_id, self._batch(entries, producer_id, producer_epoch), verification_guard)
+            error = offset_store_error(error)
             for tp, o in valid.items():
                 if error is Errors.NONE and not group.is_in(GroupState.DEAD):
-                    group.on_offset_commit_append(tp, o)
+                    if transactional:
+                        group.on_txn_offset_commit_append(producer_id, tp, o, record_offset)
+                    else:
+                        group.on_offset_commit_append(tp, o, record_offset)
+                elif transactional:
+                    group.fail_pending_txn_offset_commit(producer_id, tp)
                 else:
                     group.fail_pending_offset_write(tp, o)
+            if transactional and not group.has_pending_offset_commits_from_producer(producer_id):
+                self._remove_producer_group(producer_id, group.group_id)
         return {tp: (error if tp in valid else Errors.OFFSET_METADATA_TOO_LARGE) for tp in offsets}
+
+    def _remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self.open_groups_of_producer.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self.open_groups_of_producer[producer_id]
+
+    def handle_txn_completion(self, producer_id: int, partitions: Iterable[int], is_commit: bool) -> None:
+        """A marker of ``producer_id`` is written to these offsets partitions: settle its pending offsets there."""
+        completed = set(partitions)
+        for group_id in [g for g in self.open_groups_of_producer.get(producer_id, ())
+                         if self.partition_for(g) in completed]:
+            group = self.groups.get(group_id)
+            if group is not None and not group.is_in(GroupState.DEAD):
+                group.complete_pending_txn_offset_commit(producer_id, is_commit)
+            else:
+                log.info("Group %s moved away after the transaction marker of producer %d was written; "
+                         "skipping the cache update", group_id, producer_id)
+            self._remove_producer_group(producer_id, group_id)
 
     def cleanup_group_metadata(self, groups: Iterable[GroupMetadata],
                                selector: Callable[[GroupMetadata], dict[TopicPartition, OffsetAndMetadata]]
@@ -384,7 +441,7 @@ class GroupMetadataManager:
         tasks = []
         for group in groups:
             removed = selector(group)
-            if group.is_in(GroupState.EMPTY) and not group.offsets:
+            if group.is_in(GroupState.EMPTY) and not group.has_offsets:
                 log.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
                 group.transition_to(GroupState.DEAD)
             entries: list[tuple[bytes, bytes | None]] = [
@@ -400,7 +457,8 @@ class GroupMetadataManager:
 
     async def _append_tombstones(self, group_id: str, batch: bytearray) -> None:
         try:
-            await self.replica_manager.append_to_leader(GROUP_METADATA_TOPIC, self.partition_for(group_id), batch, 1)
+            await self.replica_manager.append_to_leader(GROUP_METADATA_TOPIC, self.partition_for(group_id), batch, 1,
+                                                        AppendOrigin.COORDINATOR)
         except (KafkaApiError, StorageError) as exc:
             log.warning("Writing tombstones of group %s failed: %s", group_id, exc)
 

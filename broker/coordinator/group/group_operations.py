@@ -4,6 +4,7 @@ DescribeGroups, ListGroups and DeleteGroups (the non-membership half of Kafka's 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from broker.coordinator.group.group_coordinator import (
     DEAD_GROUP,
@@ -15,13 +16,19 @@ from broker.coordinator.group.group_coordinator import (
 )
 from broker.coordinator.group.group_metadata import (
     CONSUMER_PROTOCOL_TYPE,
-    UNKNOWN_MEMBER_ID,
     GroupMetadata,
     GroupState,
     OffsetAndMetadata,
     TopicPartition,
+    UNKNOWN_MEMBER_ID,
 )
+from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC, offset_store_error
 from protocol.errors import Errors
+from protocol.records.batch import NO_SEQUENCE
+from storage.producer_state import SENTINEL_GUARD
+
+if TYPE_CHECKING:
+    from broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +37,23 @@ NO_OFFSET: OffsetFetchEntry = (-1, -1, "", Errors.NONE)
 
 
 def _validate_offset_commit(group: GroupMetadata, generation_id: int, member_id: str,
-                            group_instance_id: str | None) -> Errors | None:
+                            group_instance_id: str | None, transactional: bool = False) -> Errors | None:
+    """Kafka 3.9's commit checks, in its order (each side compared with a real broker).
+
+    OffsetCommit: an Empty group takes any commit without a generation (a group that only stores
+    offsets), whatever member id it names; otherwise only a current member of the current generation
+    commits (one that left during a rebalance does not). TxnOffsetCommit: membership is checked only
+    when the request carries some (v0-2 carry none), whatever the group's state.
+    """
     if group.is_in(S.DEAD):
         return Errors.COORDINATOR_NOT_AVAILABLE
-    if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-        return group.member_error(member_id, group_instance_id, generation_id)
-    if not group.is_in(S.EMPTY):
-        return Errors.UNKNOWN_MEMBER_ID  # only members commit for a group with members
-    return None
+    if transactional:
+        if generation_id < 0 and member_id == UNKNOWN_MEMBER_ID and group_instance_id is None:
+            return None
+    elif generation_id < 0 and group.is_in(S.EMPTY) and not group.is_static_member_fenced(group_instance_id,
+                                                                                             member_id):
+        return None
+    return group.member_error(member_id, group_instance_id, generation_id)
 
 
 async def commit_offsets(coordinator: GroupCoordinator, group_id: str, member_id: str, group_instance_id: str | None,
@@ -64,6 +80,33 @@ async def commit_offsets(coordinator: GroupCoordinator, group_id: str, member_id
     if group.state in (S.STABLE, S.PREPARING_REBALANCE):
         coordinator.keep_alive(group, member_id)
     return await manager.store_offsets(group, offsets)
+
+
+async def commit_transactional_offsets(
+        coordinator: GroupCoordinator, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
+        member_id: str, group_instance_id: str | None, generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata], operation: TransactionSupportedOperation,
+) -> dict[TopicPartition, Errors]:
+    """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): verify the group's offsets partition is in the
+    transaction (KIP-890), check membership (v3+), then write the offsets pending until the marker."""
+    def every(error: Errors) -> dict[TopicPartition, Errors]:
+        return {tp: error for tp in offsets}
+
+    error = coordinator.validate_group_status(group_id)
+    if error is not None:
+        return every(error)
+    manager = coordinator.manager
+    group = manager.get_group(group_id) or manager.add_group(GroupMetadata(group_id))
+    offsets_partition = (GROUP_METADATA_TOPIC, manager.partition_for(group_id))
+    errors, guards = await manager.replica_manager.verify_transaction(
+        transactional_id, producer_id, producer_epoch, {offsets_partition: NO_SEQUENCE}, operation)
+    if offsets_partition in errors:
+        return every(offset_store_error(errors[offsets_partition]))
+    error = _validate_offset_commit(group, generation_id, member_id, group_instance_id, transactional=True)
+    if error is not None:
+        return every(error)
+    return await manager.store_offsets(group, offsets, producer_id, producer_epoch,
+                                       guards.get(offsets_partition, SENTINEL_GUARD))
 
 
 def fetch_offsets(coordinator: GroupCoordinator, group_id: str, require_stable: bool,

@@ -52,7 +52,7 @@ def request(broker: BrokerProcess, api_key: ApiKey, version: int, body: Any) -> 
 def offsets_log_records(broker: BrokerProcess, group: str, partitions: int = 50) -> list[tuple[Any, Any]]:
     """Decode (key, value) of every record in the group's __consumer_offsets partition, straight from
     the segment files (value None for tombstones) with protocol.consumer_offsets_records."""
-    from broker.coordinator.group.group_metadata_manager import partition_for
+    from broker.coordinator.internal_topic import partition_for
     from protocol import consumer_offsets_records as records
     from protocol.records.log_entry import decode_entry_records, iter_log_entries
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_cli import KafkaCli, kafka_cli
-from tests.harness.kafka_java_broker import KafkaJavaBroker
+from tests.harness.kafka_broker import KafkaJavaBroker
 from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.kafka_tools.tool_support import SideBySide
 

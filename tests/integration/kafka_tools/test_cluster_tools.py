@@ -16,7 +16,7 @@ from protocol.api_keys import ApiKey
 from protocol.messages import ListPartitionReassignmentsRequest
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_cli import KafkaCli
-from tests.harness.kafka_java_broker import KafkaJavaBroker
+from tests.harness.kafka_broker import KafkaJavaBroker
 from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.kafka_tools.tool_support import SideBySide, timed_batch, unique

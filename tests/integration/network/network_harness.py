@@ -124,3 +124,12 @@ def is_closed_by_server(sock: socket.socket) -> bool:
 async def echo_api_versions(request: Request) -> Response:
     """Answers ApiVersions with throttle_time_ms = the request body's size (proves delivery)."""
     return Response.send(request, ApiVersionsResponse(error_code=Errors.NONE, throttle_time_ms=len(request.body_bytes)))
+
+
+def echo_once_released(release: threading.Event) -> RequestHandler:
+    """``echo_api_versions`` that keeps each request in its handler until ``release`` is set."""
+    async def handle(request: Request) -> Response:
+        while not release.is_set():
+            await asyncio.sleep(0.005)
+        return await echo_api_versions(request)
+    return handle

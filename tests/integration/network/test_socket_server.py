@@ -14,10 +14,12 @@ from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.framing import decode_response, encode_request
 from protocol.messages import ApiVersionsResponse, MetadataRequest, MetadataResponse
+from tests.harness.waiting import wait_for
 
 from network_harness import (
     api_versions_request,
     echo_api_versions,
+    echo_once_released,
     is_closed_by_server,
     raw_frame,
     recv_api_versions,
@@ -280,12 +282,7 @@ def test_unparseable_body_closes_the_connection(network_server):
 
 def test_full_request_channel_pauses_reading_until_space_frees(network_server):
     release = threading.Event()
-
-    async def handle(request: Request) -> Response:
-        while not release.is_set():
-            await asyncio.sleep(0.005)
-        return await echo_api_versions(request)
-
+    handle = echo_once_released(release)
     server = network_server(handle, queued_max_requests=1, num_io_threads=1)
     clients = [server.connect() for _ in range(4)]
     for i, sock in enumerate(clients):
@@ -356,3 +353,33 @@ def test_parked_request_frees_its_worker_and_is_answered_later(network_server):
     other.sendall(api_versions_request(3))  # served by the only worker while the first request waits
     assert recv_api_versions(other)[0] == 3
     assert [recv_api_versions(parked)[0] for _ in range(2)] == [1, 2]
+
+
+def test_queued_max_request_bytes_stops_reading_until_requests_free_their_bytes(network_server):
+    release = threading.Event()
+    handle = echo_once_released(release)
+    server = network_server(handle, queued_max_request_bytes=200, socket_request_max_bytes=200)
+    clients = [server.connect() for _ in range(3)]
+    for i, sock in enumerate(clients):
+        sock.sendall(api_versions_request(i, name="n" * 150))  # ~170 bytes: the second one exhausts the pool
+
+    def muted_for_memory() -> int:
+        return sum(c._waiting_for_memory for p in server.server.processors for c in p.connections.values())
+
+    wait_for(lambda: server.call(muted_for_memory).result(5), "the third request left unread", 20)
+    assert server.stats()["requests"] == 2
+    assert server.call(lambda: server.server.memory_pool.available).result(5) < 0
+    release.set()
+    for i, sock in enumerate(clients):
+        assert recv_api_versions(sock)[0] == i
+    assert server.stats()["requests"] == 3
+    assert server.call(lambda: server.server.memory_pool.available).result(5) == 200  # every byte given back
+
+
+def test_max_connection_creation_rate_holds_new_connections(network_server):
+    # A rate of 0 holds every new connection for one quota window, as Kafka's acceptor does.
+    server = network_server(echo_api_versions, max_connection_creation_rate=0, quota_window_size_seconds=3)
+    held = server.connect()  # the kernel completes it; the acceptor holds it
+    held.sendall(api_versions_request(4))
+    assert server.stats()["connections"] == 0
+    assert recv_api_versions(held)[0] == 4  # admitted once the window has passed

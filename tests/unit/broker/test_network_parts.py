@@ -169,3 +169,46 @@ def test_ipv4_mapped_addresses_are_normalized():
     assert normalize_ip("::ffff:127.0.0.1") == "127.0.0.1"
     assert normalize_ip("::1") == "::1"
     assert normalize_ip("10.1.2.3") == "10.1.2.3"
+
+
+# --- MemoryPool / connection creation rate ----------------------------------------------------------
+
+def test_memory_pool_goes_below_zero_once_and_wakes_waiters_when_bytes_return():
+    from broker.network.memory_pool import MemoryPool
+
+    pool = MemoryPool(100)
+    woken: list[int] = []
+    pool.allocate(60)
+    assert not pool.is_out_of_memory
+    pool.allocate(60)  # read while bytes were left: the pool may go negative, as Kafka's non-strict pool
+    assert pool.is_out_of_memory and pool.available == -20
+    pool.wait_for_memory(lambda: woken.append(1))
+    pool.release(10)
+    assert woken == []  # still none left
+    pool.release(50)
+    assert woken == [1] and pool.available == 40
+
+
+def test_connection_creation_rate_paces_like_kafka():
+    """The pacing a real Kafka 3.9 broker showed with max.connection.creation.rate=2 and the default
+    quota windows (11 of 1 s): a burst of 20, then about one connection a second."""
+    quotas = ConnectionQuotas(10**6, 10**6, None, max_connection_creation_rate=2)
+    now, admitted = 0.0, []
+    for _ in range(26):
+        now += quotas.record_connection_creation(now=now)
+        admitted.append(now)
+        now += 0.005
+    assert admitted[19] < 0.2 and 0.3 < admitted[20] < 0.6
+    gaps = [later - earlier for earlier, later in zip(admitted[21:], admitted[22:])]
+    assert all(0.9 < gap < 1.1 for gap in gaps)
+    assert quotas.record_connection_creation(protected=True, now=now) == 0.0  # the inter-broker listener
+
+
+def test_queued_max_request_bytes_must_hold_a_whole_request():
+    from broker.config import KafkaConfig
+
+    base = {"zookeeper.connect": "zk:2181", "socket.request.max.bytes": "1000"}
+    with pytest.raises(ConfigError, match="queued.max.request.bytes"):
+        KafkaConfig({**base, "queued.max.request.bytes": "999"})
+    assert KafkaConfig({**base, "queued.max.request.bytes": "1000"}).queued_max_request_bytes == 1000
+    assert KafkaConfig({**base, "queued.max.request.bytes": "-1"}).queued_max_request_bytes == -1

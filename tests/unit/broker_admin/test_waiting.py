@@ -49,16 +49,36 @@ def test_respond_when_sends_the_response_once_the_condition_holds() -> None:
     assert asyncio.run(run()) == ["answer"]
 
 
-def test_respond_when_closes_the_connection_if_building_the_response_fails() -> None:
+def test_respond_when_answers_the_api_error_if_building_the_response_fails() -> None:
+    """As for any failed request, Kafka's error response (UNKNOWN_SERVER_ERROR), not a closed connection."""
+    from unittest.mock import MagicMock
+
+    from broker.handlers import load_all
+    from broker.network.request_channel import Request
+    from protocol.api_keys import ApiKey
+    from protocol.errors import Errors
+    from protocol.framing import decode_response, encode_request
+    from protocol.headers import parse_request_header
+    from protocol.messages import CreateTopicsRequest
+
+    load_all()
+    body = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(name="t", num_partitions=1,
+                                                                          replication_factor=1)])
+    frame = bytearray(encode_request(body, ApiKey.CREATE_TOPICS, 7, 4, "unit")[4:])
+    request = Request(MagicMock(), "c1", parse_request_header(frame), frame, "PLAINTEXT", "PLAINTEXT",
+                      ("127.0.0.1", 1))
+
     async def run() -> list[Any]:
         channel = _Channel()
 
         def broken() -> Any:
             raise RuntimeError("boom")
 
-        respond_when(SimpleNamespace(request_channel=channel), _request(), lambda: True, 0, broken)
+        respond_when(SimpleNamespace(request_channel=channel), request, lambda: True, 0, broken)
         await channel.done.wait()
         return channel.sent
 
     (response,) = asyncio.run(run())
-    assert response.action == ResponseAction.CLOSE
+    assert response.action == ResponseAction.SEND
+    _, answer = decode_response(ApiKey.CREATE_TOPICS, 7, b"".join(bytes(p) for p in response.parts)[4:])
+    assert [(t.name, t.error_code) for t in answer.topics] == [("t", Errors.UNKNOWN_SERVER_ERROR)]

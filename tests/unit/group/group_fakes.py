@@ -1,6 +1,7 @@
 """In-memory stand-ins for the replica manager and metadata cache the group coordinator uses."""
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from broker.coordinator.group.group_coordinator import GroupCoordinator
@@ -15,12 +16,14 @@ class FakeReplicaManager:
         self.batches: list[bytes] = []
         self.fail_with: Errors | None = None
 
-    async def append_and_wait(self, topic: str, partition: int, records: bytearray, timeout_ms: int) -> None:
+    async def append_and_wait(self, topic: str, partition: int, records: bytearray, timeout_ms: int,
+                              *_origin_and_guard: Any) -> Any:
         if self.fail_with is not None:
             raise KafkaApiError(self.fail_with)
         self.batches.append(bytes(records))
+        return SimpleNamespace(first_offset=len(self.batches) - 1)  # one record batch per offset, for ordering
 
-    async def append_to_leader(self, topic: str, partition: int, records: bytearray, acks: int) -> None:
+    async def append_to_leader(self, topic: str, partition: int, records: bytearray, acks: int, *_origin: Any) -> None:
         self.batches.append(bytes(records))
 
     def get_partition(self, topic: str, partition: int) -> Any:

@@ -130,3 +130,59 @@ def test_group_metadata_append_errors_map_as_kafka_does() -> None:
     assert group_store_error(Errors.MESSAGE_TOO_LARGE) is Errors.UNKNOWN_SERVER_ERROR
     assert offset_store_error(Errors.UNKNOWN_TOPIC_OR_PARTITION) is Errors.COORDINATOR_NOT_AVAILABLE
     assert offset_store_error(Errors.INVALID_FETCH_SIZE) is Errors.INVALID_COMMIT_OFFSET_SIZE
+
+
+def test_transactional_offsets_wait_for_their_marker_live_and_on_load() -> None:
+    """Kafka's rules: a COMMIT marker applies a producer's pending offsets unless a newer commit record
+    exists for the partition, ABORT drops them, and a replay of the log ends in the same state."""
+    from broker.coordinator.group.group_operations import fetch_offsets
+    from protocol.records.batch import read_batch_header, set_base_offset
+    from protocol.records.builder import build_control_batch
+    from protocol.records.control import ControlRecordType, EndTransactionMarker
+
+    tp = ("t", 0)
+
+    def at(offset: int) -> OffsetAndMetadata:
+        return OffsetAndMetadata(offset, -1, "", 1_700_000_000_000)
+
+    async def run() -> None:
+        coord, replicas = coordinator()
+        manager = coord.manager
+        group = manager.add_group(GroupMetadata("g1"))
+        assert await manager.store_offsets(group, {tp: at(10)}, producer_id=5, producer_epoch=2) == {tp: Errors.NONE}
+        header = read_batch_header(replicas.batches[0])
+        assert (header.producer_id, header.producer_epoch, header.base_sequence, header.is_transactional) == \
+            (5, 2, 0, True)
+        assert tp not in group.offsets and group.has_pending_offset_commits(tp)
+        assert fetch_offsets(coord, "g1", True, [tp])[1][tp][3] is Errors.UNSTABLE_OFFSET_COMMIT
+        manager.handle_txn_completion(5, [0], True)
+        assert group.offsets[tp].offset == 10 and not group.has_pending_offset_commits(tp)
+
+        await manager.store_offsets(group, {tp: at(20)}, producer_id=6, producer_epoch=0)
+        await manager.store_offsets(group, {tp: at(30)})  # a plain commit written after it
+        manager.handle_txn_completion(6, [0], True)
+        assert group.offsets[tp].offset == 30  # the transactional record is older: it does not win
+        await manager.store_offsets(group, {tp: at(40)}, producer_id=7, producer_epoch=0)
+        manager.handle_txn_completion(7, [0], False)
+        assert group.offsets[tp].offset == 30
+        await manager.store_offsets(group, {tp: at(50)}, producer_id=8, producer_epoch=0)
+        assert manager.open_groups_of_producer == {8: {"g1"}}
+
+        def marker(pid: int, commit: bool) -> bytes:
+            kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+            return bytes(build_control_batch(EndTransactionMarker(kind, 0), producer_id=pid, producer_epoch=0,
+                                             timestamp=0))
+
+        txn10, txn20, plain30, txn40, txn50 = (bytearray(b) for b in replicas.batches)
+        log = [txn10, marker(5, True), txn20, plain30, marker(6, True), txn40, marker(7, False), txn50]
+        loaded = LoadedPartition()
+        for offset, batch in enumerate(log):
+            batch = bytearray(batch)
+            set_base_offset(batch, 0, offset)
+            loaded.apply(bytes(batch))
+        (rebuilt,) = loaded.build_groups()
+        assert rebuilt.offsets[tp].offset == 30
+        assert {pid: {p: e.offset.offset for p, e in offsets.items()}
+                for pid, offsets in rebuilt.pending_txn_offset_commits.items()} == {8: {tp: 50}}
+
+    asyncio.run(run())

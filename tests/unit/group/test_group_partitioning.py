@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.coordinator.group.group_metadata_manager import java_string_hash, kafka_abs, partition_for
+from broker.coordinator.internal_topic import java_string_hash, kafka_abs, partition_for
 
 
 @pytest.mark.parametrize("value, expected", [

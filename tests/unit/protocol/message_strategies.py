@@ -57,6 +57,10 @@ class MessageStrategies:
     def message(self) -> st.SearchStrategy[Any]:
         return self._struct(self.spec.name, 0)
 
+    def scalar(self, f: FieldSpec) -> st.SearchStrategy[Any]:
+        """Values of a non-struct field (or array element); subclasses bias them by field."""
+        return _scalar(f.element_type)
+
     def _fields(self, name: str) -> list[FieldSpec]:
         return self.spec.fields if name == self.spec.name else self.spec.structs[name].fields
 
@@ -74,12 +78,12 @@ class MessageStrategies:
             if f.is_struct:
                 element = st.deferred(lambda: self._struct(f.element_type, depth + 1))
             else:
-                element = _scalar(f.element_type)
+                element = self.scalar(f)
             value = st.lists(element, max_size=_MAX_LIST if depth < 3 else 1)
         elif f.is_struct:
             value = st.deferred(lambda: self._struct(f.type, depth + 1))
         else:
-            value = _scalar(f.type)
+            value = self.scalar(f)
         if self.version in f.nullable:
             value = st.one_of(st.none(), value)
         return value

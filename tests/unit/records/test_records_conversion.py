@@ -15,7 +15,7 @@ from protocol.records.compression import CompressionType
 from protocol.records.control import ControlRecordType, EndTransactionMarker
 from protocol.records.conversion import downconvert, recompress_batch, upconvert_to_v2
 from protocol.records.log_entry import decode_entry_records, iter_log_entries, validate_log_entry
-from protocol.records.record import Record, check_record_framing, encode_record
+from protocol.records.record import Record, decode_records, encode_record, renumber_records, scan_records
 
 LEGACY_CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4]
 
@@ -87,14 +87,34 @@ def test_recompress_control_batch_and_bad_framing() -> None:
         recompress_batch(_v2(), 0, 6)
 
 
-def test_check_record_framing() -> None:
-    data = encode_record(0, 0, b"k", b"v") + encode_record(1, 0, None, None)
-    check_record_framing(data, 2)
-    for bad_count in (1, 3):
+def test_scan_records_checks_framing_and_reads_offsets_keys_and_timestamps() -> None:
+    data = encode_record(0, 5, b"k", b"v") + encode_record(1, -3, None, None) + encode_record(2, 300, b"", b"v")
+    scan = scan_records(data, 3, timestamps=True)
+    assert (scan.consecutive, scan.keyless, scan.timestamp_deltas) == (True, [1], [5, -3, 300])
+    assert scan_records(data, 3).timestamp_deltas == []
+    for bad_count in (2, 4):
         with pytest.raises(CorruptRecordError):
-            check_record_framing(data, bad_count)
-    with pytest.raises(CorruptRecordError):
-        check_record_framing(b"\x00", 1)  # zero-length record
+            scan_records(data, bad_count)
+    for bad in (b"\x00", b"\x02\x00"):  # a zero-length record, one that ends inside its fields
+        with pytest.raises(CorruptRecordError):
+            scan_records(bad, 1)
+    gaps = encode_record(0, 0, b"a", b"1") + encode_record(0, 0, b"b", b"2") + encode_record(2, 0, b"c", b"3")
+    assert not scan_records(gaps, 3).consecutive
+    renumbered = renumber_records(gaps, 3)
+    assert scan_records(renumbered, 3).consecutive
+    assert [(r.offset, r.key, r.value) for r in decode_records(renumbered, 3, 10, 0)] == \
+        [(10, b"a", b"1"), (11, b"b", b"2"), (12, b"c", b"3")]
+
+
+def test_recompression_renumbers_offset_deltas_that_are_not_consecutive() -> None:
+    records = encode_record(0, 0, b"a", b"1") + encode_record(0, 1, b"b", b"2") + encode_record(2, 2, b"c", b"3")
+    raw = bytearray(batch.RECORD_BATCH_OVERHEAD + len(records))
+    batch.HEADER_STRUCT.pack_into(raw, 0, 0, len(raw) - 12, -1, 2, 0, 0, 2, 1000, 1002, -1, -1, -1, 3)
+    raw[batch.RECORD_BATCH_OVERHEAD:] = records
+    batch.update_crc(raw, 0)
+    out = recompress_batch(raw, 0, CompressionType.LZ4)
+    assert [(r.offset, r.timestamp, r.key) for r in decode_entry_records(out)] == \
+        [(0, 1000, b"a"), (1, 1001, b"b"), (2, 1002, b"c")]
 
 
 # --- up-conversion ------------------------------------------------------------
@@ -222,3 +242,17 @@ def test_downconvert_then_upconvert_round_trip(values, codec, magic, base_offset
         Record(r.offset, r.timestamp if magic else -1, r.key, r.value) for r in decode_entry_records(source)
     ]
     assert decode_entry_records(restored) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9000), st.integers(-(2**40), 2**40), st.none() | st.binary(max_size=300),
+                          st.none() | st.binary(max_size=9000)), max_size=30), st.booleans())
+def test_scan_records_agrees_with_decoding(records: list[tuple[int, int, bytes | None, bytes | None]],
+                                           in_order: bool) -> None:
+    deltas = list(range(len(records))) if in_order else [r[0] for r in records]
+    data = b"".join(encode_record(d, ts, key, value) for d, (_, ts, key, value) in zip(deltas, records))
+    decoded = decode_records(data, len(records), 0, 0)
+    scan = scan_records(data, len(records), timestamps=True)
+    assert scan.consecutive == ([r.offset for r in decoded] == list(range(len(records))))
+    assert scan.keyless == [i for i, r in enumerate(decoded) if r.key is None]
+    assert scan.timestamp_deltas == [r.timestamp for r in decoded]

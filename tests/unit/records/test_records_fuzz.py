@@ -27,7 +27,7 @@ from protocol.records.log_entry import (
     read_log_entry,
     validate_log_entry,
 )
-from protocol.records.record import check_record_framing, decode_records
+from protocol.records.record import decode_records, renumber_records, scan_records
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LIMIT = 1 << 20  # small decompression bound, so a mutated length cannot allocate much
@@ -73,7 +73,8 @@ def _exercise(buf: bytes) -> None:
         lambda: downconvert(buf, 1, max_output=LIMIT),
         lambda: downconvert(buf, 0, max_output=LIMIT),
         lambda: decode_records(buf, 3, 0, 0),
-        lambda: check_record_framing(buf, 3),
+        lambda: scan_records(buf, 3, timestamps=True),
+        lambda: renumber_records(buf, 3),
         lambda: parse_control_type(buf),
         lambda: EndTransactionMarker.decode(buf[:4], buf[4:]),
     ]

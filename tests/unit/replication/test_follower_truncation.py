@@ -1,10 +1,12 @@
-"""Where a new follower cuts its log, from the leader's OffsetsForLeaderEpoch answer.
+"""Where a follower cuts its log, from where the leader says an epoch ends (a Fetch response's
+diverging epoch or an OffsetsForLeaderEpoch answer), and what it sends the leader.
 
 The ReplicaFetcher's decision is exercised on a real Log; only the network is left out.
 """
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 from broker.partition import Partition
 from broker.replication.replica_fetcher import FetcherConfig, PartitionFetchState, ReplicaFetcher, ReplicaState
 from protocol.errors import Errors
+from protocol.messages import FetchResponse
 from storage.log import Log
 from tests.unit.storage.storage_test_helpers import batch, open_log
 
@@ -22,16 +25,21 @@ async def _inline(fn: Any, *args: Any) -> Any:
     return fn(*args)
 
 
-def _follower(log: Log) -> PartitionFetchState:
+def _partition(log: Log) -> Partition:
     partition = Partition("t", 0, broker_id=1)
     partition.make_follower(SimpleNamespace(leader=0, leader_epoch=5, isr=[0, 1], replicas=[0, 1],
                                             partition_epoch=0, controller_epoch=1), log)
-    return PartitionFetchState(partition, 5, log.log_end_offset)
+    return partition
+
+
+def _follower(log: Log) -> PartitionFetchState:
+    return PartitionFetchState(_partition(log), 5, log.log_end_offset, ReplicaState.FETCHING)
 
 
 def _fetcher() -> ReplicaFetcher:
     config = FetcherConfig(broker_id=1, max_wait_ms=500, min_bytes=1, response_max_bytes=1 << 20,
-                           partition_max_bytes=1 << 20, backoff_ms=1000, socket_timeout_ms=30000)
+                           partition_max_bytes=1 << 20, backoff_ms=1000, socket_timeout_ms=30000,
+                           broker_epoch=lambda: 42)
     return ReplicaFetcher("test-fetcher", 0, ("127.0.0.1", 1), config, _inline)
 
 
@@ -43,12 +51,12 @@ def _log_with_epochs(path: Path, epochs: list[tuple[int, int]]) -> Log:
     return log
 
 
-def _answer(epoch: int, end_offset: int, error: Errors = Errors.NONE) -> SimpleNamespace:
-    return SimpleNamespace(error_code=int(error), partition=0, leader_epoch=epoch, end_offset=end_offset)
+def _answer(epoch: int, end_offset: int) -> tuple[int, int]:
+    return epoch, end_offset
 
 
-def _decide(state: PartitionFetchState, answer: SimpleNamespace) -> None:
-    asyncio.run(_fetcher()._on_epoch_end_offset(("t", 0), state, answer))
+def _decide(state: PartitionFetchState, answer: tuple[int, int]) -> None:
+    asyncio.run(_fetcher()._on_epoch_end_offset(("t", 0), state, *answer))
 
 
 def test_same_epoch_cuts_at_the_leaders_end_of_it(tmp_path: Path) -> None:
@@ -98,18 +106,66 @@ def test_undefined_end_offset_keeps_only_the_high_watermark(tmp_path: Path) -> N
     assert state.state is ReplicaState.FETCHING
 
 
-def test_an_error_answer_backs_off_without_cutting(tmp_path: Path) -> None:
+def test_a_diverging_epoch_in_a_fetch_response_cuts_the_log(tmp_path: Path) -> None:
+    log = _log_with_epochs(tmp_path, [(0, 4), (2, 6)])  # epoch 2 at 4..9 never reached the leader
+    state = _follower(log)
+    data = FetchResponse.PartitionData(partition_index=0, high_watermark=4, log_start_offset=0, records=b"",
+                                       diverging_epoch=FetchResponse.EpochEndOffset(epoch=0, end_offset=4))
+    asyncio.run(_fetcher()._on_partition_data(("t", 0), state, data))
+    assert log.log_end_offset == 4
+    assert (state.state, state.fetch_offset) == (ReplicaState.FETCHING, 4)
+
+
+def test_an_epoch_led_without_appends_is_dropped_at_the_log_end(tmp_path: Path) -> None:
+    # It led at epoch 3 from offset 4 but wrote nothing before losing leadership; the new leader
+    # never had epoch 3 and answers that epoch 2 ends at 4: nothing to cut from the log, but the
+    # epoch must go, or every fetch would claim epoch 3 again and diverge forever.
+    log = _log_with_epochs(tmp_path, [(2, 4)])
+    log.maybe_assign_epoch_start_offset(3, 4)
+    state = _follower(log)
+    _decide(state, _answer(2, 4))
+    assert log.log_end_offset == 4
+    assert log.leader_epoch_cache.latest_epoch() == 2
+    assert (state.state, state.fetch_offset) == (ReplicaState.FETCHING, 4)
+
+
+def test_a_fenced_fetch_backs_off_without_cutting(tmp_path: Path) -> None:
     log = _log_with_epochs(tmp_path, [(0, 8)])
     state = _follower(log)
+    data = FetchResponse.PartitionData(partition_index=0, error_code=int(Errors.FENCED_LEADER_EPOCH),
+                                       high_watermark=-1, records=b"")
 
-    async def decide() -> float:
-        await _fetcher()._on_epoch_end_offset(("t", 0), state, _answer(0, 2, Errors.UNKNOWN_LEADER_EPOCH))
+    async def fetch() -> float:
+        await _fetcher()._on_partition_data(("t", 0), state, data)
         return asyncio.get_running_loop().time()
 
-    now = asyncio.run(decide())
+    now = asyncio.run(fetch())
     assert log.log_end_offset == 8
-    assert state.state is ReplicaState.TRUNCATING
+    assert state.state is ReplicaState.FETCHING
     assert state.delayed_until == pytest.approx(now + 1.0, abs=0.5)
+
+
+def test_a_log_with_epochs_fetches_at_once_and_an_empty_one_truncates_first(tmp_path: Path) -> None:
+    fetcher = _fetcher()
+    with_epochs, empty = _partition(_log_with_epochs(tmp_path / "a", [(3, 2)])), _partition(open_log(tmp_path / "b"))
+    fetcher.add_partitions({("t", 0): with_epochs, ("u", 0): empty})
+    assert fetcher.states[("t", 0)].state is ReplicaState.FETCHING
+    assert fetcher.states[("u", 0)].state is ReplicaState.TRUNCATING
+
+
+def test_fetches_are_what_a_kafka_39_follower_sends(tmp_path: Path) -> None:
+    state = _follower(_log_with_epochs(tmp_path, [(0, 2), (3, 2)]))
+    fetcher = _fetcher()
+    request, version, _ = fetcher._fetch_request({("t", 0): state})
+    assert version == 12  # the topic id is not known yet: by name, as Kafka falls back
+    assert request.topics[0].topic == "t"
+    state.partition.topic_id = uuid.uuid4()
+    request, version, _ = fetcher._fetch_request({("t", 0): state})
+    assert version == 17
+    assert request.topics[0].topic_id == state.partition.topic_id
+    assert (request.replica_state.replica_id, request.replica_state.replica_epoch) == (1, 42)
+    (partition,) = request.topics[0].partitions
+    assert (partition.fetch_offset, partition.last_fetched_epoch, partition.current_leader_epoch) == (4, 3, 5)
 
 
 def test_follower_appends_keep_the_leaders_offsets_and_epochs(tmp_path: Path) -> None:
@@ -121,3 +177,14 @@ def test_follower_appends_keep_the_leaders_offsets_and_epochs(tmp_path: Path) ->
     assert follower.leader_epoch_cache.latest_epoch() == 4
     segment = "00000000000000000000.log"
     assert (Path(leader.dir) / segment).read_bytes() == (Path(follower.dir) / segment).read_bytes()
+
+
+def test_fetch_requests_encode_at_their_versions(tmp_path: Path) -> None:
+    from protocol.api_keys import ApiKey
+    from protocol.framing import encode_request
+
+    state = _follower(_log_with_epochs(tmp_path, [(0, 2)]))
+    for topic_id in (None, uuid.uuid4()):
+        state.partition.topic_id = topic_id
+        request, version, _ = _fetcher()._fetch_request({("t", 0): state})
+        assert encode_request(request, ApiKey.FETCH, version, 1, "test")

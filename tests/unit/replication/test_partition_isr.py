@@ -115,3 +115,37 @@ def test_acks_all_waits_for_the_high_watermark(leader: Partition) -> None:
     assert leader.log is not None
     leader.make_follower(_state(1, 4, [0, 1, 2]), leader.log)
     assert leader.check_enough_replicas_reach_offset(4) == (True, Errors.NOT_LEADER_OR_FOLLOWER)
+
+
+# --- truncation on fetch (KIP-595): where a fetcher's log diverges from the leader's ----------------
+
+@pytest.fixture
+def leader_with_epochs(tmp_path: Path) -> Partition:
+    """Epoch 1 at offsets 0..4, epoch 3 at 5..9; now leading at epoch 4 with nothing written yet."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(batch(5), 1)
+    log.append_as_leader(batch(5), 3)
+    partition = Partition("t", 0, broker_id=0)
+    partition.make_leader(_state(0, 4, [0, 1, 2]), log)
+    return partition
+
+
+def test_a_fetcher_on_the_leaders_history_reads_on(leader_with_epochs: Partition) -> None:
+    assert leader_with_epochs.diverging_epoch(3, 7) is None
+    assert leader_with_epochs.diverging_epoch(3, 10) is None  # ends where epoch 3 ends
+
+
+def test_a_fetcher_past_the_end_of_its_epoch_here_diverges(leader_with_epochs: Partition) -> None:
+    # It wrote epoch 1 up to offset 8; here epoch 1 ended at 5: truncate to 5.
+    assert leader_with_epochs.diverging_epoch(1, 8) == (1, 5)
+
+
+def test_a_fetcher_with_an_epoch_the_leader_never_had_diverges(leader_with_epochs: Partition) -> None:
+    # Epoch 2 never reached this leader: the largest epoch below it is 1, ending at 5.
+    assert leader_with_epochs.diverging_epoch(2, 7) == (1, 5)
+
+
+def test_an_epoch_newer_than_the_leaders_is_out_of_range(leader_with_epochs: Partition) -> None:
+    with pytest.raises(KafkaApiError) as raised:
+        leader_with_epochs.diverging_epoch(9, 10)
+    assert raised.value.error is Errors.OFFSET_OUT_OF_RANGE

@@ -17,7 +17,7 @@ from protocol.records.control import ControlRecordType, EndTransactionMarker
 from storage.checkpoints import OffsetCheckpointFile
 from storage.log import Log
 from storage.log_config import LogConfig
-from storage.producer_state import AppendOrigin
+from storage.producer_state import SENTINEL_GUARD, AppendOrigin
 
 BASE_TS = 1_700_000_000_000
 SMALL_SEGMENTS = LogConfig(segment_bytes=2500, index_interval_bytes=300, segment_index_bytes=4096)
@@ -73,7 +73,9 @@ class PartitionWriter:
                          1 if log_append_time is not None else 0, headers, aborted,
                          CompressionType(codec).name.lower())
             )
-        self.log.append_as_leader(builder.build(), 0)
+        # a transactional write is preceded by its (here: successful) verification with the coordinator
+        guard = self.log.maybe_start_transaction_verification(pid, seq, epoch) if transactional else SENTINEL_GUARD
+        self.log.append_as_leader(builder.build(), 0, verification_guard=guard)
 
     def marker(self, producer_id: int, epoch: int, commit: bool) -> None:
         kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT

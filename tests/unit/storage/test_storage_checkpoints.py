@@ -112,6 +112,16 @@ def test_log_config_defaults_overrides_and_validation() -> None:
     assert LogConfig.from_props({"retention.ms": "7"}, broker).segment_bytes == 2048
 
 
+def test_timestamp_bounds_fall_back_to_the_deprecated_difference_setting() -> None:
+    assert (LogConfig().timestamp_before_max_ms, LogConfig().timestamp_after_max_ms) == (2**63 - 1, 2**63 - 1)
+    broker = broker_defaults({"log.message.timestamp.difference.max.ms": "1000"})
+    assert (broker.timestamp_before_max_ms, broker.timestamp_after_max_ms) == (1000, 1000)
+    topic = LogConfig.from_props({"message.timestamp.after.max.ms": "5"}, broker)
+    assert (topic.timestamp_before_max_ms, topic.timestamp_after_max_ms) == (1000, 5)
+    topic = LogConfig.from_props({"message.timestamp.difference.max.ms": "7", "message.timestamp.before.max.ms": "3"})
+    assert (topic.timestamp_before_max_ms, topic.timestamp_after_max_ms) == (3, 7)
+
+
 def test_meta_properties_consistency(tmp_path: Path) -> None:
     dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
     for d in dirs:

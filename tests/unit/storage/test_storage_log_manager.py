@@ -34,6 +34,7 @@ def test_logs_spread_over_dirs_and_survive_clean_restart(tmp_path: Path) -> None
     manager.shutdown()
     d0 = tmp_path / "d0"
     assert json.loads((d0 / ".kafka_cleanshutdown").read_text()) == {"version": 0, "brokerEpoch": -1}
+    assert not (d0 / ".lock").exists()  # Kafka deletes its lock files on shutdown
     checkpoint = (Path(os.path.dirname(a.dir)) / "replication-offset-checkpoint").read_text()
     assert checkpoint == "0\n1\norders 0 3\n"
     restarted = _manager(tmp_path)

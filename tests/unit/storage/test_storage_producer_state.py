@@ -15,7 +15,14 @@ from storage.errors import (
     TransactionCoordinatorFencedError,
 )
 from storage.log import FetchIsolation, Log
-from storage.producer_state import AppendOrigin, ProducerStateEntry, decode_snapshot, encode_snapshot
+from storage.producer_state import (
+    SENTINEL_GUARD,
+    AppendOrigin,
+    ProducerStateEntry,
+    ProducerStateManagerConfig,
+    decode_snapshot,
+    encode_snapshot,
+)
 from storage.transaction_index import AbortedTxn
 from storage_test_helpers import batch, marker, offsets_in, open_log, read_all
 
@@ -24,9 +31,11 @@ PID = 1000
 
 def _send(log: Log, count: int, seq: int, epoch: int = 0, pid: int = PID, transactional: bool = False):  # type: ignore[no-untyped-def]
     now = int(time.time() * 1000)  # producers idle past producer.id.expiration.ms are dropped on load
+    # a transactional write is preceded by its (here: successful) verification with the coordinator
+    guard = log.maybe_start_transaction_verification(pid, seq, epoch) if transactional else SENTINEL_GUARD
     return log.append_as_leader(
         batch(count, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=transactional, timestamp=now),
-        leader_epoch=0,
+        leader_epoch=0, verification_guard=guard,
     )
 
 
@@ -179,10 +188,84 @@ def test_snapshot_encoding() -> None:
 
 
 def test_idle_producers_expire_unless_in_a_transaction(tmp_path: Path) -> None:
-    log = Log(str(tmp_path / "t-0"), open_log(tmp_path / "x-0").config, producer_id_expiration_ms=1000)
+    log = Log(str(tmp_path / "t-0"), open_log(tmp_path / "x-0").config,
+              producer_state_config=ProducerStateManagerConfig(producer_id_expiration_ms=1000))
     _send(log, 1, 0)
     _send(log, 1, 0, pid=2000, transactional=True)
     later = int(time.time() * 1000) + 5000
     log.remove_expired_producers(later)
     assert log.producers.last_entry(PID) is None and log.producers.last_entry(2000) is not None
     assert _send(log, 1, 17).first_offset == 2  # forgotten: any sequence is accepted again
+
+
+def _raw_txn_send(log: Log, seq: int, guard=SENTINEL_GUARD, epoch: int = 0):  # type: ignore[no-untyped-def]
+    data = batch(1, producer_id=PID, producer_epoch=epoch, base_sequence=seq, transactional=True,
+                 timestamp=int(time.time() * 1000))
+    return log.append_as_leader(data, leader_epoch=0, verification_guard=guard)
+
+
+def test_a_transaction_starts_only_with_the_guard_of_its_verification(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    with pytest.raises(InvalidTxnStateError):
+        _raw_txn_send(log, 0)  # never verified
+    guard = log.maybe_start_transaction_verification(PID, 0, 0)
+    assert log.maybe_start_transaction_verification(PID, 0, 0) is guard  # one pending verification per producer
+    _raw_txn_send(log, 0, guard)
+    assert log.maybe_start_transaction_verification(PID, 1, 0) is SENTINEL_GUARD  # ongoing: nothing to verify
+    assert log.maybe_start_transaction_verification(PID, 1, 1) is SENTINEL_GUARD  # whatever the epoch (3.9)
+    _raw_txn_send(log, 1)
+    _end(log, commit=True)
+    stale = log.maybe_start_transaction_verification(PID, 2, 0)  # verified while the coordinator times it out
+    _end(log, commit=False, epoch=1)
+    with pytest.raises(InvalidTxnStateError):
+        _raw_txn_send(log, 0, stale, epoch=1)  # verified before the abort marker: cleared by it (ABA)
+    fresh = log.maybe_start_transaction_verification(PID, 0, 1)
+    assert fresh is not stale
+    _raw_txn_send(log, 0, fresh, epoch=1)
+
+
+def test_a_verified_transaction_starts_at_the_lowest_sequence_seen(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.maybe_start_transaction_verification(PID, 3, 0)
+    guard = log.maybe_start_transaction_verification(PID, 1, 0)  # a retry of an earlier batch
+    with pytest.raises(OutOfOrderSequenceError):
+        _raw_txn_send(log, 3, guard)
+    _raw_txn_send(log, 1, guard)
+
+
+def test_verification_disabled_lets_any_transactional_write_start(tmp_path: Path) -> None:
+    log = Log(str(tmp_path / "t-0"), open_log(tmp_path / "x-0").config,
+              producer_state_config=ProducerStateManagerConfig(transaction_verification_enabled=False))
+    assert _raw_txn_send(log, 0).first_offset == 0
+
+
+def test_unused_verifications_expire_with_idle_producers(tmp_path: Path) -> None:
+    log = Log(str(tmp_path / "t-0"), open_log(tmp_path / "x-0").config,
+              producer_state_config=ProducerStateManagerConfig(producer_id_expiration_ms=1000))
+    stale = log.maybe_start_transaction_verification(PID, 0, 0)
+    log.remove_expired_producers(int(time.time() * 1000) + 5000)
+    with pytest.raises(InvalidTxnStateError):
+        _raw_txn_send(log, 0, stale)
+
+
+def test_aborted_transactions_overlapping_a_fetch_are_all_returned(tmp_path: Path) -> None:
+    """A later abort whose transaction began before the fetched range still counts: the index is
+    only complete past an entry whose last stable offset reaches the bound (Kafka's rule)."""
+    log = open_log(tmp_path / "t-0")
+    _send(log, 1, 0, pid=2000, transactional=True)  # 0: producer 2000 starts first
+    _send(log, 2, 0, transactional=True)  # 1-2
+    _end(log, commit=False)  # 3: aborts 1-2 while 2000 is still open (LSO 0)
+    _send(log, 1, 1, pid=2000, transactional=True)  # 4
+    _end(log, commit=False, pid=2000)  # 5: aborts 0-4
+    log.update_high_watermark(log.log_end_offset)
+    assert log.active_segment.txn_index.all_aborted_txns() == [AbortedTxn(PID, 1, 3, 0), AbortedTxn(2000, 0, 5, 6)]
+    assert log.collect_aborted_transactions(0, 2) == [AbortedTxn(PID, 1, 3, 0), AbortedTxn(2000, 0, 5, 6)]
+
+
+def test_last_stable_offset_never_falls_below_the_log_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    _send(log, 3, 0, transactional=True)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 0
+    log.maybe_increment_log_start_offset(2, from_delete_records=True)
+    assert log.last_stable_offset == 2

@@ -1,0 +1,1 @@
+"""Log compaction: Kafka's log cleaner for ``cleanup.policy=compact`` logs."""

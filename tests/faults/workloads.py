@@ -1,0 +1,336 @@
+"""Workloads driven by real clients, each bounded in count and time and stopping by itself.
+
+- ``java``: Kafka's ``kafka-verifiable-producer.sh`` (idempotent, acks=all) and two
+  ``kafka-verifiable-consumer.sh`` members of one group committing synchronously, as Kafka's own
+  system tests drive them; their JSON events are the history.
+- ``confluent``: a confluent-kafka (librdkafka) idempotent acks=all producer and a two-member
+  group that commits synchronously after every batch.
+
+A transactional copy (consume, produce to another topic and commit offsets in one transaction,
+read back with read_committed) belongs here as a third ``Workload`` once the broker has
+transactions; its checker would add "read_committed never shows aborted data".
+"""
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.faults.history import Assignment, Commit, ConsumerHistory, GroupRecord, LogRecord, ProducerHistory
+from tests.harness.kafka_cli import KafkaCli
+
+RATE = 100  # messages/s per producer: enough to see every fault, light enough for two shared cores
+CLIENT_LOG = logging.getLogger("faults.librdkafka")  # librdkafka's complaints during faults go here, not to stderr
+
+
+@dataclass
+class WorkloadSpec:
+    """One round's producer count and deadline (both bound the workload)."""
+    messages: int
+    deadline: float  # time.monotonic() after which everything still running is stopped
+
+
+class Workload:
+    """A producer and a consumer group on one topic."""
+    name: str
+    producer: ProducerHistory
+    consumers: ConsumerHistory
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def producer_done(self) -> bool:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop everything still running (the deadline passed or the consumers caught up)."""
+        raise NotImplementedError
+
+
+class _ToolProcess:
+    """A Java tool whose stdout lines (JSON events) go to ``on_event`` from a reader thread."""
+
+    def __init__(self, cli: KafkaCli, tool: str, args: list[str], on_event: Any, stderr: Path) -> None:
+        with open(stderr, "ab") as errors:
+            self.process = cli.popen(tool, args, stdout=subprocess.PIPE, stderr=errors, bufsize=1)
+        self._reader = threading.Thread(target=self._read, args=(on_event,), daemon=True)
+        self._reader.start()
+
+    def _read(self, on_event: Any) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith("{"):
+                try:
+                    on_event(json.loads(line))
+                except ValueError:
+                    continue
+
+    def done(self) -> bool:
+        return self.process.poll() is not None
+
+    def stop(self) -> None:
+        """SIGTERM (the tools close their clients and print their last events), then SIGKILL."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self._reader.join(10)
+
+
+class JavaWorkload(Workload):
+    name = "java"
+
+    def __init__(self, cli: KafkaCli, bootstrap: str, topic: str, spec: WorkloadSpec, work_dir: Path) -> None:
+        self.cli, self.bootstrap, self.topic, self.spec, self.work_dir = cli, bootstrap, topic, spec, work_dir
+        self.producer = ProducerHistory(self.name, topic, prefix="1")  # the tool takes an integer prefix
+        self.consumers = ConsumerHistory(self.name, topic, group=f"{topic}-jg")
+        self.producer_config = work_dir / "verifiable-producer.properties"
+        self.producer_config.write_text(  # the tool sets retries=0 unless told otherwise
+            "enable.idempotence=true\nretries=2147483647\nlinger.ms=5\ndelivery.timeout.ms=60000\n")
+        self.consumer_config = work_dir / "verifiable-consumer.properties"
+        self.consumer_config.write_text("heartbeat.interval.ms=1000\n")
+        self._tools: list[_ToolProcess] = []
+        self._producer: _ToolProcess | None = None
+        self._lock = threading.Lock()
+        self._last_consumed: dict[str, float] = {}
+
+    def start(self) -> None:
+        for member in ("m0", "m1"):
+            self._tools.append(_ToolProcess(self.cli, "kafka-verifiable-consumer", [
+                "--bootstrap-server", self.bootstrap, "--topic", self.topic, "--group-id", self.consumers.group,
+                "--verbose", "--session-timeout", "10000", "--reset-policy", "earliest",
+                "--consumer.config", str(self.consumer_config)],
+                lambda event, m=member: self._on_consumer_event(m, event), self.work_dir / f"consumer-{member}.err"))
+        self._producer = _ToolProcess(self.cli, "kafka-verifiable-producer", [
+            "--bootstrap-server", self.bootstrap, "--topic", self.topic, "--acks", "-1",
+            "--max-messages", str(self.spec.messages), "--throughput", str(RATE),
+            "--value-prefix", self.producer.prefix, "--producer.config", str(self.producer_config)],
+            self._on_producer_event, self.work_dir / "producer.err")
+        self._tools.append(self._producer)
+
+    def _on_producer_event(self, event: dict[str, Any]) -> None:
+        name = event.get("name")
+        if name == "producer_send_success":
+            self.producer.sent += 1
+            self.producer.acked[event["value"]] = (event["partition"], event["offset"])
+        elif name == "producer_send_error":
+            self.producer.sent += 1
+            self.producer.error(f"{event.get('exception')}: {event.get('message')}")
+
+    def _on_consumer_event(self, member: str, event: dict[str, Any]) -> None:
+        name, at = event.get("name"), event.get("timestamp", time.time() * 1000) / 1000
+        with self._lock:
+            if name == "record_data":
+                self.consumers.consumed.append((member, event["partition"], event["offset"], event["value"]))
+            elif name == "records_consumed":
+                self._last_consumed[member] = at
+            elif name == "offsets_committed":
+                offsets = {o["partition"]: o["offset"] for o in event.get("offsets") or [] if o["topic"] == self.topic}
+                if event.get("success"):
+                    # Committed synchronously right after the batch it reports: issued then.
+                    self.consumers.commits.append(Commit(member, self._last_consumed.get(member, at), at, offsets))
+                else:
+                    self.consumers.failed_commits += 1
+                    self.consumers.error(str(event.get("error")))
+            elif name in ("partitions_assigned", "partitions_revoked"):
+                partitions = frozenset(p["partition"] for p in event["partitions"] if p["topic"] == self.topic)
+                self.consumers.assignments.append(Assignment(member, at, partitions, name == "partitions_revoked"))
+
+    def producer_done(self) -> bool:
+        return self._producer is not None and self._producer.done()
+
+    def stop(self) -> None:
+        for tool in self._tools:
+            tool.stop()
+
+
+class ConfluentWorkload(Workload):
+    name = "confluent"
+
+    def __init__(self, bootstrap: str, topic: str, spec: WorkloadSpec) -> None:
+        self.bootstrap, self.topic, self.spec = bootstrap, topic, spec
+        self.producer = ProducerHistory(self.name, topic, prefix="c")
+        self.consumers = ConsumerHistory(self.name, topic, group=f"{topic}-cg")
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._producer_thread = threading.Thread(target=self._produce, daemon=True)
+        self._member_threads = [threading.Thread(target=self._consume, daemon=True) for _ in range(2)]
+
+    def start(self) -> None:
+        for thread in self._member_threads:
+            thread.start()
+        self._producer_thread.start()
+
+    def _produce(self) -> None:
+        from confluent_kafka import Producer
+
+        def delivered(err: Any, msg: Any) -> None:
+            value = msg.value().decode()
+            if err is None:
+                self.producer.acked[value] = (msg.partition(), msg.offset())
+            else:
+                self.producer.error(f"{err.name()}: {err.str()}")
+
+        def on_error(err: Any) -> None:
+            if err.fatal():
+                self.producer.error(f"fatal {err.name()}: {err.str()}")
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+                             "linger.ms": 5, "message.timeout.ms": 60000, "error_cb": on_error,
+                             "logger": CLIENT_LOG})
+        start = time.monotonic()
+        for n in range(self.spec.messages):
+            if self._stop.is_set() or time.monotonic() > self.spec.deadline:
+                break
+            pause = start + n / RATE - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            try:
+                producer.produce(self.topic, value=f"{self.producer.prefix}.{n}".encode(), on_delivery=delivered)
+            except BufferError:
+                producer.poll(0.1)
+                continue
+            except Exception as exc:  # a fatal idempotence error makes every later produce fail
+                self.producer.error(f"{type(exc).__name__}: {exc}")
+                break
+            self.producer.sent += 1
+            producer.poll(0)
+        producer.flush(max(0.0, self.spec.deadline - time.monotonic()))
+
+    def _consume(self) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.consumers.group,
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                             "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                             "partition.assignment.strategy": "range", "logger": CLIENT_LOG})
+
+        def member() -> str:
+            return consumer.memberid() or "?"
+
+        def on_assign(c: Any, partitions: list[Any]) -> None:
+            with self._lock:
+                self.consumers.assignments.append(Assignment(member(), time.time(), frozenset(p.partition for p in partitions)))
+
+        def on_revoke(c: Any, partitions: list[Any]) -> None:
+            with self._lock:
+                self.consumers.assignments.append(
+                    Assignment(member(), time.time(), frozenset(p.partition for p in partitions), revoked=True))
+
+        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+        try:
+            while not self._stop.is_set() and time.monotonic() < self.spec.deadline:
+                messages = consumer.consume(100, 0.5)
+                batch = [m for m in messages if m.error() is None]
+                with self._lock:
+                    for m in messages:
+                        if m.error() is not None:
+                            self.consumers.error(str(m.error()))
+                    self.consumers.consumed += [(member(), m.partition(), m.offset(), m.value().decode()) for m in batch]
+                if not batch:
+                    continue
+                issued = time.time()
+                try:
+                    committed = consumer.commit(asynchronous=False)
+                except KafkaException as exc:
+                    with self._lock:
+                        self.consumers.failed_commits += 1
+                        self.consumers.error(str(exc.args[0]))
+                    continue
+                offsets = {tp.partition: tp.offset for tp in committed or [] if tp.error is None and tp.offset >= 0}
+                with self._lock:
+                    self.consumers.commits.append(Commit(member(), issued, time.time(), offsets))
+        finally:
+            consumer.close()
+
+    def producer_done(self) -> bool:
+        return not self._producer_thread.is_alive()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in (self._producer_thread, *self._member_threads):
+            thread.join(30)
+
+
+# --- reading back what the cluster kept ------------------------------------------------------
+
+def read_log(bootstrap: str, topic: str, timeout: float = 60.0) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """(partition, offset, key, value) of every record from the log start to the high watermark,
+    in offset order within each partition."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100, "logger": CLIENT_LOG})
+    try:
+        partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in partitions}
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        records = []
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for m in consumer.consume(500, 0.5):
+                if m.error() is None:
+                    records.append((m.partition(), m.offset(), m.key(), m.value()))
+                    if m.offset() + 1 >= ends[m.partition()]:
+                        pending.discard(m.partition())
+        if pending:
+            raise AssertionError(f"could not read {topic} partitions {sorted(pending)} to their ends in {timeout}s")
+        return records
+    finally:
+        consumer.close()
+
+
+def read_topic(bootstrap: str, topic: str) -> list[LogRecord]:
+    return [LogRecord(p, o, v.decode() if v is not None else None) for p, o, _, v in read_log(bootstrap, topic)]
+
+
+def end_offsets(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-ends", "logger": CLIENT_LOG})
+    try:
+        partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in partitions}
+    finally:
+        consumer.close()
+
+
+def read_group_records(bootstrap: str, groups: set[str], timeout: float = 60.0) -> list[GroupRecord]:
+    """The groups' records in ``__consumer_offsets`` (offset commits and group metadata), decoded
+    with Kafka's record schemas, in log order per partition (a group lives in one partition)."""
+    from protocol import consumer_offsets_records as records
+    from protocol.messages import ConsumerProtocolAssignment
+
+    result = []
+    for _, _, key, value in read_log(bootstrap, "__consumer_offsets", timeout):
+        if key is None or not records.is_classic_group_key(key):
+            continue
+        decoded = records.decode_key(key)
+        if decoded.group not in groups or value is None:
+            continue
+        if isinstance(decoded, records.OffsetCommitKey):
+            commit = records.decode_offset_commit_value(value)
+            result.append(GroupRecord(decoded.group, topic=decoded.topic, partition=decoded.partition,
+                                      offset=commit.offset))
+        else:
+            metadata = records.decode_group_metadata_value(value)
+            assignments = {}
+            for member in metadata.members:
+                owned: dict[str, list[int]] = {}
+                if member.assignment:  # a version, then the ConsumerProtocolAssignment of that version
+                    version = min(int.from_bytes(member.assignment[:2], "big"), 3)
+                    for tp in ConsumerProtocolAssignment.decode(member.assignment[2:], version).assigned_partitions:
+                        owned[tp.topic] = list(tp.partitions)
+                assignments[member.member_id] = owned
+            result.append(GroupRecord(decoded.group, generation=metadata.generation, assignments=assignments))
+    return result

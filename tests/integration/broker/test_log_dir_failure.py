@@ -1,0 +1,147 @@
+"""A log dir that fills up: the broker answers KAFKA_STORAGE_ERROR for the partitions in it and stops
+serving them (or halts when it has no other dir, as Kafka does), and loses nothing it acknowledged:
+after space is freed a restart serves every acknowledged record. Found by the fault suite's
+disk-full nemesis (tests/faults), where a follower's failed append used to kill its replica fetcher
+for good, and a leader's closed the client's connection instead of answering."""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from protocol.messages import FetchRequest, ProduceRequest
+from protocol.records.builder import RecordBatchBuilder
+from protocol.records.log_entry import decode_entry_records, iter_log_entries
+from tests.harness.broker import BrokerProcess
+from tests.harness.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+BATCH_VALUES = 50
+
+
+@pytest.fixture
+def small_disks(tmp_path: Path) -> Iterator[list["SmallDisk"]]:
+    """Two 32 MiB loop-mounted filesystems (root only)."""
+    from tests.faults.disks import SmallDisk
+    from tests.faults.netns import netns_unavailable_reason
+
+    if reason := netns_unavailable_reason():
+        pytest.skip(reason)
+    tag = f"pkfd{uuid.uuid4().hex[:4]}"
+    disks = [SmallDisk(tag, tmp_path, f"dir{i}", size_mib=32) for i in range(2)]
+    try:
+        for disk in disks:
+            disk.mount()
+        yield disks
+    finally:
+        for disk in disks:
+            disk.unmount()
+
+
+def _batch(first: int) -> bytearray:
+    builder = RecordBatchBuilder(magic=2)
+    for i in range(first, first + BATCH_VALUES):
+        builder.append(1_700_000_000_000 + i, None, b"v%d" % i)
+    return builder.build()
+
+
+def _produce(broker: BrokerProcess, topic: str, partition: int, first: int) -> int:
+    request = ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=_batch(first))])])
+    return broker.request(ApiKey.PRODUCE, 9, request).responses[0].partition_responses[0].error_code
+
+
+def _values(broker: BrokerProcess, topic: str, partition: int) -> list[bytes]:
+    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, forgotten_topics_data=[], topics=[FetchRequest.FetchTopic(
+                               topic=topic, partitions=[FetchRequest.FetchPartition(
+                                   partition=partition, fetch_offset=0, partition_max_bytes=50 << 20)])])
+    data = broker.request(ApiKey.FETCH, 12, request).responses[0].partitions[0]
+    assert data.error_code == 0
+    buf = bytes(data.records)
+    return [r.value for pos, _ in iter_log_entries(buf) for r in decode_entry_records(buf, pos)]
+
+
+def _produce_until_error(broker: BrokerProcess, batches: int) -> tuple[int, int | None]:
+    """Produce to t-0 after its disk filled, until an answer is not success (the last blocks of a
+    file can still take a batch or two); (batches acknowledged in all, that error or None when the
+    broker halted before answering)."""
+    for _ in range(200):
+        try:
+            code = _produce(broker, "t", 0, batches * BATCH_VALUES)
+        except (OSError, ValueError):
+            return batches, None
+        if code != 0:
+            return batches, code
+        batches += 1
+    raise AssertionError("a full disk took 200 more batches")
+
+
+def _acknowledged(first_batches: int) -> list[bytes]:
+    return [b"v%d" % i for i in range(first_batches * BATCH_VALUES)]
+
+
+def test_full_log_dir_goes_offline_and_loses_nothing(zk_connect: str, tmp_path: Path,
+                                                     small_disks: list["SmallDisk"]) -> None:
+    """Two log dirs: the full one's partition answers KAFKA_STORAGE_ERROR, the other keeps working."""
+    broker = BrokerProcess(zk_connect, 0, tmp_path, {"log.dirs": ",".join(str(d.mount_point) for d in small_disks),
+                                                     "log.segment.bytes": str(1 << 20)})
+    broker.log_dir = small_disks[0].mount_point
+    broker.start()
+    try:
+        broker.create_topic("t", partitions=2)
+        for first in range(0, 4 * BATCH_VALUES, BATCH_VALUES):
+            assert _produce(broker, "t", 0, first) == 0 and _produce(broker, "t", 1, first) == 0
+        full = next(d for d in small_disks if (d.mount_point / "t-0").is_dir())
+        full.fill()
+        acknowledged, code = _produce_until_error(broker, 4)
+        assert code == Errors.KAFKA_STORAGE_ERROR
+        assert _produce(broker, "t", 0, acknowledged * BATCH_VALUES) == Errors.KAFKA_STORAGE_ERROR
+        assert _produce(broker, "t", 1, 4 * BATCH_VALUES) == 0, "the healthy dir's partition must keep working"
+        assert broker.process is not None and broker.process.poll() is None
+        wait_for(lambda: "Stopped serving replicas [('t', 0)] in failed dir" in broker.log_path.read_text(),
+                 "the failed dir's replicas to go offline", 10)
+        full.free()
+        broker.stop()
+        broker.start()
+        assert _values(broker, "t", 0) == _acknowledged(acknowledged)
+        assert _values(broker, "t", 1) == _acknowledged(5)
+    finally:
+        broker.stop()
+
+
+def test_broker_halts_when_its_only_log_dir_fills(zk_connect: str, tmp_path: Path,
+                                                  small_disks: list["SmallDisk"]) -> None:
+    """One log dir: Kafka halts the broker ("all log dirs have failed"); a restart with space serves
+    everything acknowledged before."""
+    broker = BrokerProcess(zk_connect, 0, tmp_path, {"log.segment.bytes": str(1 << 20)})
+    broker.log_dir = small_disks[0].mount_point
+    broker.start()
+    try:
+        broker.create_topic("t", partitions=1)
+        for first in range(0, 4 * BATCH_VALUES, BATCH_VALUES):
+            assert _produce(broker, "t", 0, first) == 0
+        small_disks[0].fill()
+        acknowledged, code = _produce_until_error(broker, 4)
+        assert code in (Errors.KAFKA_STORAGE_ERROR, None), code
+        process = broker.process
+        assert process is not None
+        deadline = time.monotonic() + 30
+        while process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert process.returncode == 1, broker.log_tail()
+        assert "Shutdown broker because all log dirs in" in broker.log_path.read_text()
+        small_disks[0].free()
+        broker.kill()
+        broker.wait_until_deregistered()  # as after a crash, the old session must expire first
+        broker.start()
+        wait_for(lambda: _values(broker, "t", 0) == _acknowledged(acknowledged), "acknowledged records after the restart",
+                 30)
+    finally:
+        broker.stop()
