@@ -10,7 +10,7 @@ import pytest
 
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_cli import KafkaCli, kafka_cli
-from tests.harness.kafka_broker import KafkaJavaBroker
+from tests.harness.kafka_broker import KAFKA_TEST_DEFAULTS, KafkaJavaBroker
 from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.kafka_tools.tool_support import SideBySide
 
@@ -27,7 +27,8 @@ def _chroot(zookeeper: ZooKeeperServer, name: str) -> str:
 @pytest.fixture(scope="package")
 def ours(cli: KafkaCli, shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
          ) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(_chroot(shared_zookeeper, "ours"), 0, tmp_path_factory.mktemp("ours"))
+    # The same server.properties as Kafka's side (but for addresses and directories).
+    broker = BrokerProcess(_chroot(shared_zookeeper, "ours"), 0, tmp_path_factory.mktemp("ours"), KAFKA_TEST_DEFAULTS)
     yield from _running(broker)
 
 

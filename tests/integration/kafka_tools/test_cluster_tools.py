@@ -16,7 +16,7 @@ from protocol.api_keys import ApiKey
 from protocol.messages import ListPartitionReassignmentsRequest
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_cli import KafkaCli
-from tests.harness.kafka_broker import KafkaJavaBroker
+from tests.harness.kafka_broker import KAFKA_TEST_DEFAULTS, KafkaJavaBroker
 from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.kafka_tools.tool_support import SideBySide, timed_batch, unique
@@ -32,7 +32,7 @@ def cluster(cli: KafkaCli, shared_zookeeper: ZooKeeperServer, tmp_path_factory: 
     """Three brokers of ours and three of Kafka's, each cluster on its own ZooKeeper chroot."""
     suffix = uuid.uuid4().hex[:12]
     ours: list[BrokerProcess] = [BrokerProcess(shared_zookeeper.connect_string_with_chroot(f"ours3-{suffix}"), i,
-                                               tmp_path_factory.mktemp("ours3")) for i in range(3)]
+                                               tmp_path_factory.mktemp("ours3"), KAFKA_TEST_DEFAULTS) for i in range(3)]
     kafka: list[BrokerProcess] = [KafkaJavaBroker(shared_zookeeper.connect_string_with_chroot(f"kafka3-{suffix}"), i,
                                                   tmp_path_factory.mktemp("kafka3")) for i in range(3)]
     try:
