@@ -5,7 +5,6 @@ partition on the controller; all gone once the broker is back."""
 from __future__ import annotations
 
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
