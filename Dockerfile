@@ -17,6 +17,6 @@ COPY config ./config
 RUN pip install --no-cache-dir .
 
 VOLUME ["/var/lib/kafka"]
-EXPOSE 9092
+EXPOSE 9092 7071
 # exec form: the broker is PID 1 and gets SIGTERM directly, so `docker stop` shuts it down cleanly.
 ENTRYPOINT ["python", "-m", "broker", "/app/config/server.properties"]

@@ -13,6 +13,7 @@ dir, then measures with confluent-kafka (librdkafka):
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -26,6 +27,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.harness.broker import BrokerProcess  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+
+
+def broker_cpu_seconds(broker: BrokerProcess) -> float:
+    """User + system CPU the broker process has used: the cost of a run whatever else loads the machine."""
+    assert broker.process is not None
+    fields = Path(f"/proc/{broker.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:

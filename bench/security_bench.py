@@ -16,7 +16,6 @@ Starts its own ZooKeeper and one broker with PLAINTEXT, SSL and SASL_SSL (SCRAM-
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_bench import consume, create_topic, produce  # noqa: E402
+from broker_bench import broker_cpu_seconds, consume, create_topic, produce  # noqa: E402
 
 from broker.security.client_security import ClientSecurity  # noqa: E402
 from broker.security.scram import SCRAM_MECHANISMS  # noqa: E402
@@ -63,13 +62,6 @@ def login_ms(broker: BrokerProcess, pki: TestPki, protocol: str, mechanism: str 
         samples.append((time.perf_counter() - start) * 1000)
         sock.close()
     return statistics.median(samples)
-
-
-def broker_cpu_seconds(broker: BrokerProcess) -> float:
-    """User + system CPU the broker process has used: the cost of a run whatever else loads the machine."""
-    assert broker.process is not None
-    fields = Path(f"/proc/{broker.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:

@@ -160,6 +160,28 @@ def gzip_level(key: str, value: Any) -> None:
         raise ConfigError(key, "Value must be between 1 and 9 or equal to -1", value)
 
 
+_HTTP_LISTENER = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
+
+
+def parse_http_listener(key: str, text: str) -> tuple[str, int]:
+    """``http://host:port`` (an empty host binds every interface) as (host, port), checked the way
+    Kafka checks a listener: the whole string must parse, the port must be a port."""
+    match = _HTTP_LISTENER.match(text.strip())
+    if not match:
+        raise ConfigError(key, f"unable to parse {text!r} as a listener (expected http://host:port)")
+    scheme, host, port = match.group(1), match.group(2), int(match.group(3))
+    if scheme.lower() != "http":
+        raise ConfigError(key, f"unsupported scheme {scheme!r} in {text!r}: only http is served")
+    if not 0 <= port <= 65535:
+        raise ConfigError(key, f"invalid port {port} in {text!r}")
+    return host, port
+
+
+def _http_listener(key: str, value: Any) -> None:
+    if value:
+        parse_http_listener(key, value)
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
     name: str
@@ -373,6 +395,9 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("transaction.partition.verification.enable", B, True, None),
     ("producer.id.expiration.ms", I, 86400000, at_least(1)),
     ("producer.id.expiration.check.interval.ms", I, 600000, at_least(1)),
+    # Not Kafka's: where this broker serves its metrics to Prometheus (empty: nowhere). Kafka
+    # exposes JMX and leaves Prometheus to an agent (jmx_exporter) configured outside the broker.
+    ("metrics.prometheus.listener", S, "", _http_listener),
 )
 
 CONFIG_KEYS: dict[str, ConfigKey] = {name: ConfigKey(name, t, d, v) for name, t, d, v in _DEFINITIONS}

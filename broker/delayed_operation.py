@@ -86,7 +86,12 @@ class DelayedOperationPurgatory:
         return done
 
     def watched(self) -> int:
+        """Kafka's PurgatorySize: watch entries (an operation counts once per key it watches)."""
         return sum(1 for ops in self._watchers.values() for op in ops if not op.completed)
+
+    def delayed(self) -> int:
+        """Kafka's NumDelayedOperations: operations waiting, each counted once."""
+        return len({id(op) for ops in self._watchers.values() for op in ops if not op.completed})
 
     def shutdown(self) -> None:
         """Complete everything still waiting (the broker is stopping)."""

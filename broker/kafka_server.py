@@ -20,7 +20,7 @@ from broker import handlers
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.admin import dynamic_broker_config
 from broker.config import KafkaConfig
-from broker.config_defs import ConfigError
+from broker.config_defs import ConfigError, parse_http_listener
 from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupConfig
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
@@ -28,6 +28,10 @@ from broker.coordinator.transaction.transaction_state_manager import Transaction
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis, RegisteredApiVersionManager
 from broker.metadata_cache import MetadataCache
+from broker.metrics.consumer_lag import ConsumerLag
+from broker.metrics.kafka_metrics import KafkaMetrics, LoopIdleMeter
+from broker.metrics.prometheus_endpoint import PrometheusEndpoint
+from broker.metrics.request_metrics import RequestMetrics
 from broker.network.request_handler import KafkaRequestHandlerPool
 from broker.network.socket_server import SocketServer
 from broker.replica_manager import ReplicaManager
@@ -81,6 +85,7 @@ class KafkaServer:
         self.log_manager: LogManager | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
         self.replication_quotas: ReplicationQuotas | None = None
+        self.metrics_endpoint: PrometheusEndpoint | None = None
 
     # --- startup ------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -97,6 +102,8 @@ class KafkaServer:
         try:
             await self._startup_with_zk(zk, stored)
         except BaseException:
+            if self.metrics_endpoint is not None:
+                await self.metrics_endpoint.stop()
             if self.socket_server is not None:
                 self.socket_server.shutdown()  # on the loop: it owns the sockets' readers
             await loop.run_in_executor(None, self._close_partial, zk)
@@ -149,6 +156,8 @@ class KafkaServer:
         self.socket_server = SocketServer(config, api_versions=api_versions, credentials=credentials)
         request_channel = self.socket_server.request_channel
         request_channel.response_hook = quotas.on_response
+        if config.get("metrics.prometheus.listener"):
+            request_channel.metrics = RequestMetrics()
         pool = KafkaRequestHandlerPool(request_channel, KafkaApis(self), config.num_io_threads)
         metadata_cache = MetadataCache(broker_id)
         replica_manager = ReplicaManager(broker_id, log_manager, metadata_cache, pool.run_blocking,
@@ -200,6 +209,7 @@ class KafkaServer:
         transaction_coordinator.startup()
         await self.socket_server.start()
         pool.start()
+        self._start_metrics_endpoint(self.services, pool)
 
         self.registration = BrokerRegistration(zk, self._broker_info(broker_id), self._on_broker_epoch)
         await loop.run_in_executor(None, self.registration.register)
@@ -210,6 +220,25 @@ class KafkaServer:
         await loop.run_in_executor(None, self.config_listener.start)
         log_manager.start_scheduler()
         log.info("[KafkaServer id=%d] started", broker_id)
+
+    def _start_metrics_endpoint(self, services: BrokerServices, pool: KafkaRequestHandlerPool) -> None:
+        """metrics.prometheus.listener: serve /metrics (nothing when empty)."""
+        listener = self.config.get("metrics.prometheus.listener")
+        if not listener:
+            return
+        assert self.socket_server is not None
+        host, port = parse_http_listener("metrics.prometheus.listener", listener)
+        loop_idle = LoopIdleMeter()
+        loop_idle.start()
+        endpoint = PrometheusEndpoint(
+            host, port, KafkaMetrics(services, self.socket_server, pool, loop_idle),
+            ConsumerLag(services, self.client_security, self.config.get("request.timeout.ms") / 1000))
+        try:
+            endpoint.start()
+        except OSError:
+            loop_idle.stop()
+            raise
+        self.metrics_endpoint = endpoint
 
     async def _start_authorizer(self, zk: KafkaZkClient) -> AclAuthorizer | None:
         """authorizer.class.name: the ZooKeeper-mode AclAuthorizer, loaded before requests are served."""
@@ -347,6 +376,8 @@ class KafkaServer:
         log.info("[KafkaServer id=%d] shutting down", services.broker_id)
         if self.config.controlled_shutdown_enable:
             await loop.run_in_executor(None, self._controlled_shutdown)
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         if self.socket_server is not None:
             self.socket_server.shutdown()
         await self._stop_replication(services.replica_manager)  # before the pool its appends run on

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from broker.delayed_operation import DelayedOperationPurgatory
 from broker.delayed_produce import DelayedProduce
 from broker.errors import error_of
+from broker.metrics.broker_topic_stats import BrokerTopicStats
 from broker.partition import NO_EPOCH, Partition, now_ms
 from coordination.admin_zk_client import validate_topic_name
 from coordination.errors import InvalidTopicError
@@ -82,6 +83,9 @@ class ReplicaManager:
         self.metadata_cache = metadata_cache
         self.run_blocking = run_blocking
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.topic_stats = BrokerTopicStats()
+        self.isr_shrinks = 0  # ISR changes the controller accepted (IsrShrinksPerSec, IsrExpandsPerSec)
+        self.isr_expands = 0
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         self.broker_epoch = -1
@@ -229,6 +233,8 @@ class ReplicaManager:
         if removed is not None:
             self._notify_leadership(tp[0], tp[1], False, leader_epoch)
         if delete:
+            if not any(topic == tp[0] for topic, _ in self.partitions):
+                self.topic_stats.remove(tp[0])
             try:
                 await self.run_blocking(self.log_manager.delete_log, tp[0], tp[1])
             except (OSError, StorageError) as exc:
@@ -276,8 +282,12 @@ class ReplicaManager:
         if self.fetcher_manager is not None:
             await self.fetcher_manager.remove_fetcher_for_partitions(tps)
 
-    def on_isr_changed(self, partition: Partition) -> None:
+    def on_isr_changed(self, partition: Partition, previous_isr: list[int]) -> None:
         """The controller accepted an ISR change: the high watermark and waiting acks=all may move."""
+        if len(partition.isr) > len(previous_isr):
+            self.isr_expands += 1
+        elif len(partition.isr) < len(previous_isr):
+            self.isr_shrinks += 1
         partition.maybe_increment_high_watermark()
         self.complete_delayed_requests((partition.topic, partition.partition))
 
@@ -364,6 +374,7 @@ class ReplicaManager:
         info = await self.run_blocking(functools.partial(
             tp_log.append_as_leader, records, partition.leader_epoch, origin, validated=True,
             verification_guard=verification_guard))
+        self.topic_stats.mark_appended(topic, len(records), info.num_records)
         partition.maybe_increment_high_watermark()
         # Appends move the log end (replica fetches) and, with an ISR of one, the HW (consumers).
         self.complete_delayed_requests((topic, partition_index))
@@ -377,6 +388,7 @@ class ReplicaManager:
         Raises ``KafkaApiError`` with Kafka's error: NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
         NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, ...; storage errors as ``StorageError``.
         """
+        self.topic_stats.mark_produce(topic)
         info = await self.append_to_leader(topic, partition_index, records, -1, origin, verification_guard)
         entry = ProduceResponse.PartitionProduceResponse(index=partition_index, error_code=0,
                                                          base_offset=info.first_offset)

@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
-    ConnectionClosedError,
     ConnectionLoss,
+    KazooException,
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
@@ -36,6 +36,7 @@ from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
 from coordination.errors import ZooKeeperUnavailableError
+from coordination.histogram import SynchronizedHistogram
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,11 @@ class ZooKeeperClient:
         self._session_lost = False
         self._closing = False
         self._connected = threading.Event()
+        # Kafka's ZooKeeperClientMetrics and SessionExpireListener meters (read by the broker's metrics).
+        self.request_latency_ms = SynchronizedHistogram()
+        self.expires = 0        # sessions lost (ZooKeeperExpiresPerSec)
+        self.disconnects = 0    # connections lost, session kept (ZooKeeperDisconnectsPerSec)
+        self.sync_connects = 0  # connections (re)established (ZooKeeperSyncConnectsPerSec)
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -231,13 +237,16 @@ class ZooKeeperClient:
             with self._handlers_lock:
                 session_handlers = list(self._session_handlers.items())
             if state == KazooState.LOST:
+                self.expires += 1
                 log.warning("ZooKeeper session of %s expired", self.name)
                 self._session_lost = True
                 for name, handler in session_handlers:
                     self._run_session_callback(name, handler.on_session_expired)
             elif state == KazooState.SUSPENDED:
+                self.disconnects += 1
                 log.warning("ZooKeeper connection of %s lost; waiting to reconnect", self.name)
             elif state == KazooState.CONNECTED:
+                self.sync_connects += 1
                 if self._session_lost:
                     self._session_lost = False
                     log.info("ZooKeeper session of %s re-established as a new session", self.name)
@@ -270,14 +279,19 @@ class ZooKeeperClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._connected.wait(remaining):
                 break
+            start = time.monotonic()
             try:
-                return fn(*args, **kwargs).get(timeout=max(remaining, self.session_timeout_ms / 1000))
+                result = fn(*args, **kwargs).get(timeout=max(remaining, self.session_timeout_ms / 1000))
             except (ConnectionLoss, SessionExpiredError, OperationTimeoutError):
                 time.sleep(0.05)
+                continue
+            except KazooException:
+                self.request_latency_ms.update((time.monotonic() - start) * 1000)  # ZooKeeper answered an error
+                raise
             except KazooTimeoutError:
                 break
-            except ConnectionClosedError:
-                break
+            self.request_latency_ms.update((time.monotonic() - start) * 1000)
+            return result
         raise ZooKeeperUnavailableError(
             f"ZooKeeper at {self.connect} is unavailable: no connection within {self.connection_timeout_ms} ms"
         )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a fresh Debian machine, idempotently:
-# Debian packages (ZooKeeper, kcat, a JRE for ZooKeeper, iptables) and a virtualenv in .venv
+# Debian packages (ZooKeeper, kcat, a JRE for ZooKeeper, iptables, Prometheus and promtool) and a virtualenv in .venv
 # with the project and its test dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,7 @@ need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)  # tests/faults: partitions, loss, delays
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)  # tests/integration/metrics: alert rules, a real Prometheus
 if [ ${#need_apt[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"

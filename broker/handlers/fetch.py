@@ -33,6 +33,13 @@ DIVERGING_EPOCH_MIN_VERSION = 12  # last_fetched_epoch in, diverging_epoch out
 NODE_ENDPOINTS_MIN_VERSION = 16
 
 
+# Errors Kafka's readFromLocalLog answers without marking FailedFetchRequestsPerSec.
+NOT_COUNTED_AS_FAILED = frozenset({Errors.NONE, Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_LEADER_OR_FOLLOWER,
+                                   Errors.UNKNOWN_LEADER_EPOCH, Errors.FENCED_LEADER_EPOCH,
+                                   Errors.REPLICA_NOT_AVAILABLE, Errors.KAFKA_STORAGE_ERROR,
+                                   Errors.OFFSET_OUT_OF_RANGE, Errors.INCONSISTENT_TOPIC_ID})
+
+
 def _error_response(request: Request, error: Errors) -> Any:
     return FetchResponse(throttle_time_ms=0, error_code=int(error), session_id=0, responses=[])
 
@@ -173,11 +180,20 @@ async def handle_fetch(services: BrokerServices, request: Request) -> Response |
     specs = {tp: FetchPartitionSpec(c.fetch_offset, c.max_bytes, c.current_leader_epoch, c.log_start_offset,
                                     c.last_fetched_epoch) for tp, c in context.partitions.items() if tp not in denied}
     replica_manager = services.replica_manager
+    stats = replica_manager.topic_stats
+    for topic, _ in specs:
+        stats.mark_fetch(topic)
 
     def read() -> dict[TopicPartition, PartitionReadResult]:
         return {**denied, **replica_manager.read_from_local_log(specs, replica_id, isolation, max_bytes)}
 
     def response(final: dict[TopicPartition, PartitionReadResult]) -> Response:
+        for tp in specs:  # once per request, on what is sent (a delayed fetch reads more than once)
+            result = final[tp]
+            if result.error not in NOT_COUNTED_AS_FAILED:
+                stats.mark_failed_fetch(tp[0])
+            if size := len(result.records):
+                stats.mark_bytes_out(tp[0], size, replica_id >= 0)
         return answer(request, lambda: _build_response(services, context, final, version, read_committed,
                                                        request.listener_name))
 

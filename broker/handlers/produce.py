@@ -46,6 +46,20 @@ RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({Errors.CONCURRENT_TRANSACTIONS, Errors
                                           Errors.NOT_COORDINATOR})
 
 
+# Errors Kafka's appendToLocalLog answers without marking FailedProduceRequestsPerSec.
+NOT_COUNTED_AS_FAILED = frozenset({Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_LEADER_OR_FOLLOWER,
+                                   Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.CORRUPT_MESSAGE,
+                                   Errors.KAFKA_STORAGE_ERROR})
+
+
+def _count_failure(services: BrokerServices, topic: str, error: Errors, records: Any) -> None:
+    stats = services.replica_manager.topic_stats
+    if error is Errors.MESSAGE_TOO_LARGE:
+        stats.mark_bytes_rejected(topic, len(records) if records is not None else 0)
+    if error not in NOT_COUNTED_AS_FAILED:
+        stats.mark_failed_produce(topic)
+
+
 def _error_entry(index: int, error: Errors, log_start_offset: int = -1) -> Any:
     """A failed partition; like Kafka, without a message (only record errors carry one)."""
     return PartitionResponse(index=index, error_code=int(error), base_offset=-1, log_append_time_ms=-1,
@@ -122,6 +136,7 @@ async def _append_partition(services: BrokerServices, topic: str, index: int, re
                             acks: int, verification_guard: VerificationGuard) -> tuple[Any, int]:
     """Append one partition; (response entry, offset the HW must reach for acks=all or -1)."""
     replica_manager = services.replica_manager
+    replica_manager.topic_stats.mark_produce(topic)
     log_start_offset = -1
     try:
         partition = replica_manager.leader_partition(topic, index)
@@ -135,11 +150,13 @@ async def _append_partition(services: BrokerServices, topic: str, index: int, re
                                                       verification_guard=verification_guard)
     except RecordValidationError as exc:
         log.info("Produce to %s-%d refused (%s): %s", topic, index, exc.error.name, exc.message)
+        _count_failure(services, topic, exc.error, records)
         return _record_errors_entry(index, exc, log_start_offset, version), -1
     except TYPED_FAILURES as exc:
         error = error_of(exc)
         assert error is not None
         log.debug("Produce to %s-%d failed: %s", topic, index, exc)
+        _count_failure(services, topic, error, records)
         # Records the log refuses at append (Kafka's InvalidRecordException) are answered with the log start.
         return _error_entry(index, error, log_start_offset if isinstance(exc, InvalidRecordError) else -1), -1
     return PartitionResponse(index=index, error_code=0, base_offset=info.first_offset,

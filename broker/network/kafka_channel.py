@@ -43,6 +43,7 @@ MAX_READ_AHEAD_FRAMES = 64        # complete frames buffered behind the in-fligh
 MAX_READ_AHEAD_BYTES = 1 << 20
 FLUSH_THRESHOLD_BYTES = 256 * 1024  # queued response bytes that are written without waiting
 IOV_MAX = 1024
+INFINITE_BYTES = float("inf")
 _BUFFER_TYPES = (bytes, bytearray, memoryview)
 _SENDFILE_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK, errno.EBADF}
 
@@ -94,6 +95,10 @@ class KafkaChannel:
         self._blocked: Request | None = None  # parsed, waiting for room in the request channel
         self._sends: deque[Any] = deque()
         self._send_bytes = 0
+        self._bytes_written = 0               # ever, on this connection
+        # Responses being written, for the request metrics: (bytes written once it is out, request,
+        # when the processor took it); empty while metrics are off.
+        self._writes_in_progress: deque[tuple[int, Request, int]] = deque()
         self._file_sent = 0                   # bytes of the file slice at the head already sent
         self._reading = False
         self._writing = False
@@ -286,6 +291,7 @@ class KafkaChannel:
         self._partial, self._large = b"", None  # a partial frame can never complete now
         self._sends.clear()
         self._send_bytes = 0
+        self._responses_written(INFINITE_BYTES)  # never written: the client is gone
         self._set_writing(False)
         self._update_reading()
         self._dispatch_next()
@@ -408,7 +414,11 @@ class KafkaChannel:
             return
         self.in_flight = None
         self._release(len(response.request.buffer))
+        metrics = self.processor.request_channel.metrics
         if self.state is ChannelState.DRAINING:
+            if metrics is not None:  # dropped: the client is gone (Kafka still counts the request)
+                now = time.monotonic_ns()
+                metrics.on_complete(response.request, now, now)
             if response.action is ResponseAction.CLOSE:
                 self.close("the request handler closed the connection", logging.DEBUG)
                 return
@@ -416,11 +426,20 @@ class KafkaChannel:
             self._close_if_drained()
             return
         if response.action is ResponseAction.CLOSE:
+            if metrics is not None:
+                now = time.monotonic_ns()
+                metrics.on_complete(response.request, now, now)
             self.close("the request handler closed the connection", logging.DEBUG)
             return
         if response.action is ResponseAction.SEND:
             self._sends.extend(response.parts)
             self._send_bytes += response.size()
+            if metrics is not None:
+                self._writes_in_progress.append(
+                    (self._bytes_written + self._send_bytes, response.request, time.monotonic_ns()))
+        elif metrics is not None:  # nothing to write (acks=0)
+            now = time.monotonic_ns()
+            metrics.on_complete(response.request, now, now)
         if response.throttle_ms > 0:
             self._throttle(response.throttle_ms)
         # Dispatch before asking for a flush: a handler that answers the next request right
@@ -534,8 +553,23 @@ class KafkaChannel:
 
     def _sent(self, n: int) -> None:
         self._send_bytes -= n
+        self._bytes_written += n
         self.processor.bytes_sent += n
         self.processor.writes += 1
+        in_progress = self._writes_in_progress
+        if in_progress and in_progress[0][0] <= self._bytes_written:
+            self._responses_written(self._bytes_written)
+
+    def _responses_written(self, written: float) -> None:
+        """Request metrics for the responses whose last byte is out (all of them when ``written`` is
+        infinite: the connection closed, and Kafka counts unsent responses as done)."""
+        metrics = self.processor.request_channel.metrics
+        in_progress = self._writes_in_progress
+        now = time.monotonic_ns()
+        while in_progress and in_progress[0][0] <= written:
+            _, request, dequeued = in_progress.popleft()
+            if metrics is not None:
+                metrics.on_complete(request, dequeued, now)
 
     def _set_writing(self, blocked: bool) -> None:
         if blocked != self._writing:
@@ -562,6 +596,7 @@ class KafkaChannel:
             self._throttle_timer.cancel()
         self._frames.clear()
         self._sends.clear()
+        self._responses_written(INFINITE_BYTES)
         self._blocked = None
         self.in_flight = None
         self._release(self._held)

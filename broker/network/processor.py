@@ -139,6 +139,10 @@ class Processor:
         channel = self.connections.get(response.request.connection_id)
         if channel is None:
             log.debug("Dropping %s: the connection is closed", response)
+            metrics = self.request_channel.metrics
+            if metrics is not None:  # Kafka still counts a request whose connection went away
+                now = time.monotonic_ns()
+                metrics.on_complete(response.request, now, now)
             return
         channel.complete(response)
 

@@ -23,6 +23,7 @@ from protocol.headers import RequestHeader
 from protocol.messages import Message
 
 if TYPE_CHECKING:
+    from broker.metrics.request_metrics import RequestMetrics
     from broker.network.processor import Processor
 
 
@@ -31,7 +32,8 @@ class Request:
     """One received request: header parsed, body still raw (``buffer`` is the whole frame)."""
 
     __slots__ = ("processor", "connection_id", "header", "buffer", "listener_name", "security_protocol",
-                 "client_address", "principal", "receive_time_ns", "dequeue_time_ns", "handler_time_ns", "_body")
+                 "client_address", "principal", "receive_time_ns", "dequeue_time_ns", "handler_time_ns",
+                 "api_local_complete_ns", "response_complete_ns", "_body")
 
     def __init__(self, processor: Processor, connection_id: str, header: RequestHeader, buffer: bytearray,
                  listener_name: str, security_protocol: str, client_address: tuple[str, int]) -> None:
@@ -46,6 +48,8 @@ class Request:
         self.receive_time_ns = time.monotonic_ns()
         self.dequeue_time_ns: int | None = None  # set when a handler picks it up
         self.handler_time_ns = 0                  # how long its handler ran (for request_percentage quotas)
+        self.api_local_complete_ns: int | None = None  # its handler returned (answered, or parked)
+        self.response_complete_ns: int | None = None   # its response was handed to the processor
         self._body: Message | None = None
 
     @property
@@ -139,6 +143,8 @@ class RequestChannel:
         self._closed = False
         # Sees every response before it goes to its connection (the broker's client quotas).
         self.response_hook: Callable[[Response], None] | None = None
+        # Kafka's request metrics, kept only while the metrics endpoint is on.
+        self.metrics: RequestMetrics | None = None
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -186,6 +192,9 @@ class RequestChannel:
         """Route a response to the processor owning the request's connection (on the loop thread)."""
         if self.response_hook is not None:
             self.response_hook(response)
+        if self.metrics is not None:
+            response.request.response_complete_ns = time.monotonic_ns()
+            self.metrics.on_response(response)
         response.request.processor.enqueue_response(response)
 
     def close(self) -> None:

@@ -42,23 +42,37 @@ class KafkaRequestHandlerPool:
         self.handler = handler
         self.num_threads = num_threads
         self.requests_handled = 0
+        # Kafka's RequestHandlerAvgIdlePercent: how long the workers waited for a request.
+        self.started_ns = time.monotonic_ns()
+        self.idle_ns = 0                              # finished waits, all workers
+        self._idle_since = [0] * num_threads          # when each worker began waiting; 0 while it works
         self._workers: list[asyncio.Task[None]] = []
         self._executor = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="kafka-io")
 
     def start(self) -> None:
-        self._workers = [asyncio.get_running_loop().create_task(self._run(), name=f"kafka-request-handler-{i}")
+        self.started_ns = time.monotonic_ns()
+        self._workers = [asyncio.get_running_loop().create_task(self._run(i), name=f"kafka-request-handler-{i}")
                          for i in range(self.num_threads)]
+
+    def idle_time_ns(self) -> int:
+        """Nanoseconds the workers spent waiting for requests so far, waits in progress included."""
+        now = time.monotonic_ns()
+        return self.idle_ns + sum(now - since for since in self._idle_since if since)
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking call (fsync, file deletion, ...) off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def _run(self) -> None:
+    async def _run(self, index: int) -> None:
         channel = self.request_channel
+        idle_since = self._idle_since
         while True:
+            idle_since[index] = waiting = time.monotonic_ns()
             request = await channel.receive_request()
+            idle_since[index] = 0
             if request is None:  # the channel was closed: shut down
                 return
+            self.idle_ns += (request.dequeue_time_ns or waiting) - waiting
             response = await self._handle(request)
             self.requests_handled += 1
             if response is not None:
@@ -76,7 +90,8 @@ class KafkaRequestHandlerPool:
         except Exception:
             log.exception("Closing connection %s: unexpected error handling %r", request.connection_id, request.header)
         finally:
-            request.handler_time_ns = time.monotonic_ns() - start
+            end = request.api_local_complete_ns = time.monotonic_ns()
+            request.handler_time_ns = end - start
         return Response.close(request)
 
     async def shutdown(self, timeout_s: float = 5.0) -> None:

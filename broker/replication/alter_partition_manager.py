@@ -36,7 +36,7 @@ TopicPartition = tuple[str, int]
 
 class AlterPartitionManager:
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int], metadata_cache: MetadataCache,
-                 listener_name: str, timeout_s: float, on_change: Callable[[Partition], None],
+                 listener_name: str, timeout_s: float, on_change: Callable[[Partition, list[int]], None],
                  security: ClientSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
@@ -99,10 +99,12 @@ class AlterPartitionManager:
                 if p.error_code:
                     partition.pending_isr = None
                     log.info("ISR change for %s-%d refused: %s", tp[0], tp[1], Errors(p.error_code).name)
-                elif partition.apply_isr_change(p.leader_epoch, list(p.isr), p.partition_epoch):
-                    log.info("ISR of %s-%d is now %s (partition epoch %d)", tp[0], tp[1], list(p.isr),
-                             p.partition_epoch)
-                    self.on_change(partition)
+                else:
+                    previous_isr = partition.isr
+                    if partition.apply_isr_change(p.leader_epoch, list(p.isr), p.partition_epoch):
+                        log.info("ISR of %s-%d is now %s (partition epoch %d)", tp[0], tp[1], list(p.isr),
+                                 p.partition_epoch)
+                        self.on_change(partition, previous_isr)
         for tp in batch.keys() - answered:
             batch[tp].pending_isr = None
 

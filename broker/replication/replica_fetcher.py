@@ -88,6 +88,7 @@ class PartitionFetchState:
     state: ReplicaState
     delayed_until: float = 0.0  # event-loop time
     in_sync: bool = False  # reached the leader's high watermark at the last fetch
+    lag: int = 0  # the leader's high watermark minus our next offset, at the last fetch (Kafka's FetcherLagStats)
 
     @property
     def log(self) -> Log:
@@ -354,6 +355,7 @@ class ReplicaFetcher:
                 await self.run_blocking(tp_log.maybe_increment_log_start_offset, data.log_start_offset)
             tp_log.update_high_watermark(min(data.high_watermark, tp_log.log_end_offset))
             state.in_sync = tp_log.log_end_offset >= data.high_watermark
+            state.lag = max(0, data.high_watermark - state.fetch_offset)
         elif error is Errors.OFFSET_OUT_OF_RANGE:
             await self._on_offset_out_of_range(tp, state, data)
         else:

@@ -71,6 +71,10 @@ class ReplicaFetcherManager:
                 del self.fetchers[key]
                 await fetcher.shutdown()
 
+    def max_lag(self) -> int:
+        """Kafka's ReplicaFetcherManager MaxLag: the largest lag of any followed partition."""
+        return max((state.lag for fetcher in self.fetchers.values() for state in fetcher.states.values()), default=0)
+
     async def shutdown(self) -> None:
         fetchers, self.fetchers = list(self.fetchers.values()), {}
         self._owner.clear()

@@ -37,6 +37,11 @@ class ControllerEventManager:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def idle(self) -> bool:
+        """No event is waiting."""
+        return self._queue.empty()
+
     def put(self, event: ControllerEvent) -> ControllerEvent:
         self._queue.put(event)
         return event

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -19,6 +20,7 @@ from coordination.blocking_rpc import Connector, plain_connect
 from coordination.controller import controller_events
 from coordination.controller.channel_manager import ControllerChannelManager
 from coordination.controller.context import ControllerContext
+from coordination.controller.controller_metrics import ControllerMetrics
 from coordination.controller.event_manager import ControllerEvent, ControllerEventManager
 from coordination.controller.partition_state_machine import PartitionStateMachine
 from coordination.controller.reassignment import ReassignmentManager
@@ -91,6 +93,7 @@ class KafkaController:
         self.config = config or ControllerConfig()
         self._channel_factory = channel_manager_factory
         self.context = ControllerContext()
+        self.metrics = ControllerMetrics()
         self.channel: ControllerChannelManager | None = None
         self._events = ControllerEventManager(self._process, name=f"controller-{broker_id}-event-thread")
         self._state_lock = threading.Lock()
@@ -145,6 +148,7 @@ class KafkaController:
 
     def _process(self, event: ControllerEvent) -> Any:
         handler = self._handlers[event.name]
+        start = time.monotonic()
         try:
             return handler(*event.args)
         except ControllerMovedError:
@@ -152,6 +156,11 @@ class KafkaController:
             self.resign()
             self.elect()
             raise NotControllerError(f"broker {self.broker_id} is no longer the controller") from None
+        finally:
+            if event.name == "broker_change":
+                self.metrics.leader_election_ms.update((time.monotonic() - start) * 1000)
+            if self._events.idle:
+                self.metrics.update(self.context, self.is_active)
 
     def require_active(self) -> None:
         if not self.is_active:
@@ -216,7 +225,8 @@ class KafkaController:
             "leader_and_isr_response", broker, errors
         )
         self.replica_sm = ReplicaStateMachine(self.context, self.zk, self.batch)
-        self.partition_sm = PartitionStateMachine(self.context, self.zk, self.batch, self.unclean_enabled)
+        self.partition_sm = PartitionStateMachine(self.context, self.zk, self.batch, self.unclean_enabled,
+                                                 self.metrics)
         self.deletion = TopicDeletionManager(
             self.context, self.zk, self.replica_sm, self.partition_sm, self.batch,
             self.config.delete_topic_enable, self.forget_topic,

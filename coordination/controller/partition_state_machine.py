@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordination.controller.context import ControllerContext
+from coordination.controller.controller_metrics import ControllerMetrics
 from coordination.controller.election import ElectionStrategy, elect_leader
 from coordination.controller.request_batch import ControllerBrokerRequestBatch
 from coordination.controller.states import PartitionState, is_valid_partition_transition
@@ -39,11 +40,13 @@ class PartitionStateMachine:
         zk_client: KafkaZkClient,
         batch: ControllerBrokerRequestBatch,
         unclean_enabled: Callable[[str], bool],
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self.context = context
         self.zk = zk_client
         self.batch = batch
         self._unclean_enabled = unclean_enabled
+        self._metrics = metrics
 
     def startup(self) -> None:
         for tp in self.context.all_partitions():
@@ -200,4 +203,6 @@ class PartitionStateMachine:
                     f"Failed to elect leader for partition {tp} under strategy {strategy.value}"
                 )
             return StateChangeFailedError(f"Failed to elect leader for partition {tp} under strategy {strategy.value}")
+        if self._metrics is not None and result.leader_and_isr.leader not in current.isr:
+            self._metrics.unclean_leader_elections += 1  # only an unclean election picks a leader outside the ISR
         return result.leader_and_isr, result.replicas_to_notify

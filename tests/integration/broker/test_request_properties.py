@@ -121,8 +121,9 @@ class Probe:
         return data.decode(errors="replace")
 
 
+# With the metrics endpoint on (a free port), so every response also goes through the request metrics.
 BROKER_OVERRIDES = {"group.min.session.timeout.ms": "10", "group.max.session.timeout.ms": str(MAX_WAIT_MS),
-                    "offsets.topic.num.partitions": "2"}
+                    "offsets.topic.num.partitions": "2", "metrics.prometheus.listener": "http://127.0.0.1:0"}
 
 
 @pytest.fixture(scope="module")

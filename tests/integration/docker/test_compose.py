@@ -1,4 +1,5 @@
-"""The root docker-compose.yml for real: ZooKeeper and three brokers built from the Dockerfile.
+"""The root docker-compose.yml for real: ZooKeeper, three brokers built from the Dockerfile, and the
+Prometheus of ops/prometheus scraping them.
 
 A Docker engine comes from ``../shared/container-lab/setup.sh`` (Debian's dockerd plus local
 stand-ins for ``python:3.11-slim`` and ``zookeeper:3.8``); the test skips, saying why, where no
@@ -7,9 +8,12 @@ engine can be had. Each run uses its own compose project name and free host port
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,7 +64,9 @@ class ComposeStack:
     def __init__(self, env: dict[str, str]) -> None:
         self.project = f"pkb{uuid.uuid4().hex[:8]}"
         self.ports = [free_port() for _ in range(3)]
-        self.env = dict(env, **{f"BROKER{i + 1}_PORT": str(p) for i, p in enumerate(self.ports)})
+        self.prometheus_port = free_port()
+        self.env = dict(env, PROMETHEUS_PORT=str(self.prometheus_port),
+                        **{f"BROKER{i + 1}_PORT": str(p) for i, p in enumerate(self.ports)})
         self.bootstrap = ",".join(f"localhost:{p}" for p in self.ports)
 
     def compose(self, *args: str, timeout: float = 600) -> str:
@@ -83,6 +89,12 @@ class ComposeStack:
                 last = exc
             time.sleep(1)
         raise AssertionError(f"{count} brokers not visible after {timeout}s (last: {last})\n{self.logs()}")
+
+    def prometheus(self, path: str, **params: str) -> object:
+        """The data of one Prometheus HTTP API answer."""
+        url = f"http://localhost:{self.prometheus_port}{path}?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return json.load(answer)["data"]
 
     def logs(self) -> str:
         try:
@@ -149,6 +161,22 @@ def test_three_brokers_serve_the_host_and_survive_a_restart(stack: ComposeStack)
     first = [f"before-{i}" for i in range(300)]
     _produce(stack.bootstrap, topic, first)
     assert sorted(_consume_all(stack.bootstrap, topic, len(first))) == sorted(first)
+
+    # Prometheus scrapes all three brokers, and sees every message produced above.
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            targets = stack.prometheus("/api/v1/targets")["activeTargets"]  # type: ignore[index]
+            result = stack.prometheus("/api/v1/query", query=f'sum(kafka_server_brokertopicmetrics_messagesin_total'
+                                                             f'{{topic="{topic}"}})')["result"]  # type: ignore[index]
+        except OSError as exc:  # Prometheus is still starting
+            targets, result = [], exc
+        up = sorted(t["scrapeUrl"] for t in targets if t["health"] == "up")
+        if len(up) == 3 and result and float(result[0]["value"][1]) == len(first):
+            break
+        assert time.monotonic() < deadline, f"Prometheus targets up: {up}, messages in: {result}\n{stack.logs()}"
+        time.sleep(2)
+    assert up == [f"http://broker-{i}:7071/metrics" for i in (1, 2, 3)]
 
     stack.compose("stop", "-t", "20", "broker-2", timeout=120)
     stack.compose("start", "broker-2", timeout=120)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import EndPoint, KafkaConfig, parse_override, parse_properties
-from broker.config_defs import CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigError, ConfigType
+from broker.config_defs import CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigError, ConfigType, parse_http_listener
 
 ZK = {"zookeeper.connect": "localhost:2181"}
 REPO = Path(__file__).resolve().parents[3]
@@ -82,6 +82,7 @@ def test_shipped_sample_config_loads():
     assert cfg.listeners == [EndPoint("PLAINTEXT", "localhost", 9092, "PLAINTEXT")]
     assert cfg.zookeeper_connect == "localhost:2181"
     assert all(d.startswith("./data") for d in cfg.log_dirs)
+    assert cfg.get("metrics.prometheus.listener") == "http://localhost:7071"
 
 
 # --- defaults -------------------------------------------------------------------------------------
@@ -224,6 +225,13 @@ def test_advertised_listeners_default_to_listeners_with_a_host_name(monkeypatch)
     assert config(listeners="PLAINTEXT://localhost:9092").advertised_listeners[0].host == "localhost"
 
 
+def test_metrics_listener_is_off_by_default_and_takes_any_interface():
+    assert config().get("metrics.prometheus.listener") == ""
+    assert config(**{"metrics.prometheus.listener": "http://:7071"}).get("metrics.prometheus.listener") == "http://:7071"
+    assert parse_http_listener("k", "http://[::1]:0") == ("::1", 0)
+    assert parse_http_listener("k", "HTTP://0.0.0.0:7071") == ("0.0.0.0", 7071)
+
+
 @pytest.mark.parametrize("props, key", [
     ({"listeners": "PLAINTEXT//:9092"}, "listeners"),
     ({"listeners": "PLAINTEXT://:99999"}, "listeners"),
@@ -239,6 +247,10 @@ def test_advertised_listeners_default_to_listeners_with_a_host_name(monkeypatch)
     ({"inter.broker.listener.name": "OTHER"}, "inter.broker.listener.name"),
     ({"security.inter.broker.protocol": "SSL"}, "inter.broker.listener.name"),
     ({"security.inter.broker.protocol": "NOPE"}, "security.inter.broker.protocol"),
+    ({"metrics.prometheus.listener": "0.0.0.0:7071"}, "metrics.prometheus.listener"),
+    ({"metrics.prometheus.listener": "https://0.0.0.0:7071"}, "metrics.prometheus.listener"),
+    ({"metrics.prometheus.listener": "http://0.0.0.0:70710"}, "metrics.prometheus.listener"),
+    ({"metrics.prometheus.listener": "http://0.0.0.0"}, "metrics.prometheus.listener"),
 ])
 def test_invalid_listener_configs_name_the_key(props, key):
     with pytest.raises(ConfigError) as info:

@@ -22,7 +22,7 @@ def _leader(tmp_path: Path, topic_id: uuid.UUID | None) -> Partition:
 
 
 def _manager() -> AlterPartitionManager:
-    return AlterPartitionManager(0, lambda: 25, SimpleNamespace(), "PLAINTEXT", 30.0, lambda p: None)
+    return AlterPartitionManager(0, lambda: 25, SimpleNamespace(), "PLAINTEXT", 30.0, lambda p, previous: None)
 
 
 def test_by_topic_id_with_unknown_broker_epochs_at_v3(tmp_path: Path) -> None:

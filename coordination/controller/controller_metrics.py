@@ -1,0 +1,56 @@
+"""ControllerMetrics: Kafka's KafkaController gauges and ControllerStats for one controller.
+
+As in Kafka's KafkaController.updateMetrics, the gauges are recomputed by the controller event
+thread after it processes an event (here only when no other event is queued: the values are
+exact once a burst of events is done), and are all zero while this broker is not the active
+controller. The broker's metrics endpoint reads the fields from another thread: each is one
+int, replaced whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coordination.controller.context import ControllerContext
+from coordination.controller.states import PartitionState, ReplicaState
+from coordination.histogram import Histogram
+
+
+@dataclass
+class ControllerMetrics:
+    offline_partitions_count: int = 0
+    preferred_replica_imbalance_count: int = 0
+    global_topic_count: int = 0
+    global_partition_count: int = 0
+    topics_to_delete_count: int = 0
+    replicas_to_delete_count: int = 0
+    topics_ineligible_to_delete_count: int = 0
+    # ControllerStats: UncleanLeaderElectionsPerSec, and LeaderElectionRateAndTimeMs, which Kafka
+    # times over the handling of broker changes (its ControllerState.BrokerChange).
+    unclean_leader_elections: int = 0
+    leader_election_ms: Histogram = field(default_factory=Histogram)
+
+    def update(self, context: ControllerContext, active: bool) -> None:
+        if not active:
+            self.offline_partitions_count = self.preferred_replica_imbalance_count = 0
+            self.global_topic_count = self.global_partition_count = 0
+            self.topics_to_delete_count = self.replicas_to_delete_count = 0
+            self.topics_ineligible_to_delete_count = 0
+            return
+        deleting = context.topics_to_be_deleted
+        self.offline_partitions_count = sum(
+            1 for tp, state in context.partition_states.items()
+            if state is PartitionState.OFFLINE and tp.topic not in deleting)
+        imbalance = 0
+        for tp, leadership in context.leadership.items():
+            replicas = context.replicas(tp)
+            if tp.topic not in deleting and replicas and replicas[0] != leadership.leader_and_isr.leader:
+                imbalance += 1
+        self.preferred_replica_imbalance_count = imbalance
+        self.global_topic_count = len(context.all_topics)
+        self.global_partition_count = len(context.leadership)
+        self.topics_to_delete_count = len(deleting)
+        self.replicas_to_delete_count = sum(
+            1 for replica, state in context.replica_states.items()
+            if replica.tp.topic in deleting and state is not ReplicaState.DELETION_SUCCESSFUL)
+        self.topics_ineligible_to_delete_count = len(context.topics_ineligible_for_deletion)
