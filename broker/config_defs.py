@@ -408,9 +408,10 @@ CONFIG_KEYS.update({name: ConfigKey(name, ConfigType[t], d) for name, t, d in UN
 # Kafka defines these as internal: DescribeConfigs lists them only when set.
 INTERNAL_KEYS = frozenset({"log.initial.task.delay.ms", "producer.id.expiration.check.interval.ms",
                            "unstable.api.versions.enable"})
-# The AclAuthorizer's own keys, read from the broker's properties: Kafka's KafkaConfig does not
-# define them, so DescribeConfigs lists them only when set, as unknown keys (values hidden).
-AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+# Keys Kafka's KafkaConfig does not define (the AclAuthorizer's own, read from the broker's
+# properties, and this broker's extensions): DescribeConfigs lists them only when set, as Kafka
+# lists unknown keys (values hidden), so a describe of a broker lists what Kafka's lists.
+NON_KAFKA_CONFIG_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found", "metrics.prometheus.listener"})
 
 # Topic-level config -> broker keys that supply its default, highest precedence first
 # (Kafka's ServerTopicConfigSynonyms). Hour/minute synonyms are converted to ms.

@@ -17,7 +17,7 @@ from typing import Any
 from broker.admin.dynamic_broker_config import DYNAMIC_CONFIGS, QUOTA_CONFIG_KEYS, DynamicBrokerConfig, synonym_group
 from broker.admin.topic_configs import TOPIC_CONFIG_DEFS, to_config_string
 from broker.config import KafkaConfig
-from broker.config_defs import AUTHORIZER_KEYS, CONFIG_KEYS, INTERNAL_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigType
+from broker.config_defs import NON_KAFKA_CONFIG_KEYS, CONFIG_KEYS, INTERNAL_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigType
 
 
 class ConfigSource(IntEnum):
@@ -144,14 +144,14 @@ def describe_broker(
         set_names = dyn.effective_props()
         raw_values: dict[str, Any] = {k: v for k, v in set_names.items() if k not in CONFIG_KEYS}
         raw_values.update((k, v) for k, v in effective.values().items()
-                          if k not in INTERNAL_KEYS and k not in AUTHORIZER_KEYS or k in set_names)
+                          if k not in INTERNAL_KEYS and k not in NON_KAFKA_CONFIG_KEYS or k in set_names)
     else:
         raw_values = dict(dyn.defaults)
     entries = []
     for name in kafka_map_order(raw_values):
         if names is not None and name not in names:
             continue
-        key = None if name in AUTHORIZER_KEYS else CONFIG_KEYS.get(name) or QUOTA_CONFIG_KEYS.get(name)
+        key = None if name in NON_KAFKA_CONFIG_KEYS else CONFIG_KEYS.get(name) or QUOTA_CONFIG_KEYS.get(name)
         config_type: int = int(key.type) if key is not None else UNKNOWN_TYPE
         raw = raw_values[name]
         # Kafka cannot know whether an unknown key is a password: it hides its value too.
