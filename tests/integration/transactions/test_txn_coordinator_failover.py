@@ -19,17 +19,20 @@ from protocol.records.control import ControlRecordType, parse_control_type
 from protocol.records.log_entry import decode_entry_records, iter_log_entries
 from tests.harness.broker import BrokerCluster, BrokerProcess
 from tests.harness.waiting import wait_for
-from tests.integration.broker.txn_helpers import READ_COMMITTED, READ_UNCOMMITTED, fetch, values
 from tests.integration.replication.replication_support import create_topic, metadata_view
 from tests.integration.transactions.txn_helpers import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
     add_partitions,
     begin,
     describe,
     end_txn,
+    fetch,
     find_coordinator,
     init_producer_id,
     produce_transactional,
     unique,
+    values,
     wait_for_coordinator,
 )
 
