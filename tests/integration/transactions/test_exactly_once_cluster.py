@@ -18,8 +18,6 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -37,7 +35,7 @@ RECORDS = 100_000
 PARTITIONS = 3
 ABANDONED_TIMEOUT_MS = 3000
 COPY_RATE = 2500  # records/s: the copy lasts long enough for both kills and restarts to land in its middle
-OVERRIDES = {
+CLUSTER_OVERRIDES = {
     "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
     "transaction.state.log.num.partitions": "3", "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": "3", "min.insync.replicas": "2", "replica.lag.time.max.ms": "5000",
@@ -61,19 +59,6 @@ PRODUCE_AND_HANG = textwrap.dedent("""
     time.sleep(600)
 """)
 
-
-@pytest.fixture
-def cluster(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerCluster]:
-    created = BrokerCluster(3, zk_connect, tmp_path, OVERRIDES)
-    try:
-        created.start()
-        yield created
-    finally:
-        created.kill()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            for broker in created.brokers:
-                print(f"--- broker {broker.broker_id} log ---\n{broker.log_tail(80)}")
 
 
 def _live(cluster: BrokerCluster) -> BrokerProcess:

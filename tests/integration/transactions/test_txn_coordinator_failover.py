@@ -9,8 +9,6 @@ broker is back in the ISR).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -39,22 +37,9 @@ from tests.integration.transactions.txn_helpers import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 TXN_PARTITIONS = 3
-OVERRIDES = {"transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
+CLUSTER_OVERRIDES = {"transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
              "transaction.state.log.num.partitions": str(TXN_PARTITIONS), "replica.lag.time.max.ms": "5000"}
 
-
-@pytest.fixture
-def cluster(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerCluster]:
-    created = BrokerCluster(3, zk_connect, tmp_path, OVERRIDES)
-    try:
-        created.start()
-        yield created
-    finally:
-        created.kill()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            for b in created.brokers:
-                print(f"--- broker {b.broker_id} log ---\n{b.log_tail(120)}")
 
 
 def _txn_partition(txn: str) -> int:
