@@ -35,7 +35,7 @@ RECORDS = 100_000
 PARTITIONS = 3
 ABANDONED_TIMEOUT_MS = 3000
 COPY_RATE = 2500  # records/s: the copy lasts long enough for both kills and restarts to land in its middle
-CLUSTER_OVERRIDES = {
+OVERRIDES = {
     "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
     "transaction.state.log.num.partitions": "3", "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": "3", "min.insync.replicas": "2", "replica.lag.time.max.ms": "5000",
@@ -113,7 +113,9 @@ def _fill(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
     return sent
 
 
-def test_exactly_once_copy_through_coordinator_and_leader_kills(cluster: BrokerCluster) -> None:
+@pytest.mark.parametrize("cluster3", [OVERRIDES], indirect=True)
+def test_exactly_once_copy_through_coordinator_and_leader_kills(cluster3: BrokerCluster) -> None:
+    cluster = cluster3
     suffix = uuid.uuid4().hex[:8]
     source, output, txn = f"eos-in-{suffix}", f"eos-out-{suffix}", f"eos-copier-{suffix}"
     for topic in (source, output):

@@ -37,7 +37,7 @@ from tests.integration.transactions.txn_helpers import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 TXN_PARTITIONS = 3
-CLUSTER_OVERRIDES = {"transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
+OVERRIDES = {"transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
              "transaction.state.log.num.partitions": str(TXN_PARTITIONS), "replica.lag.time.max.ms": "5000"}
 
 
@@ -56,7 +56,9 @@ def _state(broker: BrokerProcess, txn: str) -> str | None:
     return found.transaction_state if found.error_code == Errors.NONE else None
 
 
-def test_a_new_coordinator_completes_a_commit_prepared_by_a_killed_one(cluster: BrokerCluster) -> None:
+@pytest.mark.parametrize("cluster3", [OVERRIDES], indirect=True)
+def test_a_new_coordinator_completes_a_commit_prepared_by_a_killed_one(cluster3: BrokerCluster) -> None:
+    cluster = cluster3
     brokers = cluster.brokers
     txn, topic = unique("t"), unique("data")
     coordinator = brokers[wait_for_coordinator(brokers[0], txn)]
