@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import confluent_kafka
@@ -28,21 +28,30 @@ log = logging.getLogger("transactional_copy")
 class TransactionalCopier(threading.Thread):
     def __init__(self, bootstrap: str, source: str, destination: str, group: str, transactional_id: str,
                  batch: int = 1000, transaction_timeout_ms: int = 10000, rate: float | None = None,
-                 client_config: Mapping[str, Any] = {}) -> None:
-        """``rate``: at most this many records a second (so faults land in the middle of a copy)."""
+                 client_config: Mapping[str, Any] = {}, client_log: logging.Logger | None = None,
+                 on_commit: Callable[[float, float, dict[int, int]], None] | None = None,
+                 abort_every: int | None = None) -> None:
+        """``rate``: at most this many records a second (so faults land in the middle of a copy);
+        ``abort_every``: every so many transactions is written out (flushed) and then aborted on
+        purpose, as a failed transformation would, so the output always holds aborted data;
+        ``client_log``: where librdkafka's log goes; ``on_commit(issued, completed, offsets)``: each
+        successful commit (wall-clock seconds, input partition -> next offset)."""
         super().__init__(daemon=True, name=f"copier-{transactional_id}")
         self.bootstrap, self.source, self.destination = bootstrap, source, destination
         self.group, self.transactional_id, self.batch = group, transactional_id, batch
         self.transaction_timeout_ms = transaction_timeout_ms
         self.rate = rate
+        self.abort_every = abort_every
+        self.transactions = 0
         self.records_committed = 0
         self.client_config = dict(client_config)
         self.committed_offsets: dict[int, int] = {}  # input partition -> next offset to copy, as committed
-        self.commits = self.aborts = self.fenced = 0
+        self.commits = self.aborts = self.fenced = self.planned_aborts = 0
         self.errors: list[str] = []  # every error handled, for the test's report
         self.failure: BaseException | None = None  # what ended the loop, if not stop()
         self._stopping = threading.Event()
-        self._client_log = logging.getLogger(f"transactional_copy.{transactional_id}")
+        self._client_log = client_log or logging.getLogger(f"transactional_copy.{transactional_id}")
+        self._on_commit = on_commit
 
     # --- the loop -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -81,12 +90,20 @@ class TransactionalCopier(threading.Thread):
     def _copy(self, consumer: confluent_kafka.Consumer, producer: confluent_kafka.Producer,
               messages: list[Any]) -> confluent_kafka.Producer:
         """One transaction; the producer to go on with (a new one after a fatal error)."""
+        issued = time.time()
         try:
             producer.begin_transaction()
             for message in messages:
                 self._produce(producer, message)
             positions = consumer.position(consumer.assignment())
             producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            self.transactions += 1
+            if self.abort_every and self.transactions % self.abort_every == 0:
+                producer.flush(30)  # the records reach the log, then the abort marker follows them
+                self._retrying(lambda: producer.abort_transaction(30))
+                self.planned_aborts += 1
+                self._rewind(consumer)
+                return producer
             self._retrying(lambda: producer.commit_transaction(30))
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
@@ -101,7 +118,10 @@ class TransactionalCopier(threading.Thread):
             return producer
         self.commits += 1
         self.records_committed += len(messages)
-        self.committed_offsets.update({tp.partition: tp.offset for tp in positions if tp.offset >= 0})
+        offsets = {tp.partition: tp.offset for tp in positions if tp.offset >= 0}
+        self.committed_offsets.update(offsets)
+        if self._on_commit is not None:
+            self._on_commit(issued, time.time(), offsets)
         return producer
 
     def _produce(self, producer: confluent_kafka.Producer, message: Any) -> None:
