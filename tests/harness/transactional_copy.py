@@ -23,6 +23,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 log = logging.getLogger("transactional_copy")
+API_TIMEOUT_S = 15  # each transactional call; a retriable timeout is retried (see _retrying)
 
 
 class TransactionalCopier(threading.Thread):
@@ -84,7 +85,7 @@ class TransactionalCopier(threading.Thread):
             "bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
             "transaction.timeout.ms": self.transaction_timeout_ms, "linger.ms": 5,
             "topic.metadata.refresh.interval.ms": 1000, **self.client_config}, logger=self._client_log)
-        self._retrying(lambda: producer.init_transactions(30))
+        self._retrying(lambda: producer.init_transactions(API_TIMEOUT_S))
         return producer
 
     def _copy(self, consumer: confluent_kafka.Consumer, producer: confluent_kafka.Producer,
@@ -96,24 +97,26 @@ class TransactionalCopier(threading.Thread):
             for message in messages:
                 self._produce(producer, message)
             positions = consumer.position(consumer.assignment())
-            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), API_TIMEOUT_S)
             self.transactions += 1
             if self.abort_every and self.transactions % self.abort_every == 0:
-                producer.flush(30)  # the records reach the log, then the abort marker follows them
-                self._retrying(lambda: producer.abort_transaction(30))
+                producer.flush(API_TIMEOUT_S)  # the records reach the log, then the abort marker follows them
+                self._retrying(lambda: producer.abort_transaction(API_TIMEOUT_S))
                 self.planned_aborts += 1
                 self._rewind(consumer)
                 return producer
-            self._retrying(lambda: producer.commit_transaction(30))
+            self._retrying(lambda: producer.commit_transaction(API_TIMEOUT_S))
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             self.errors.append(f"{error.name()}: {error.str()}")
+            if self._stopping.is_set():
+                return producer  # stopping: the coordinator aborts what is left open on its timeout
             if error.fatal():
                 self.fenced += 1
                 producer = self._new_producer()  # bumps the epoch: the old producer can write nothing more
             else:
                 self.aborts += 1
-                self._retrying(lambda: producer.abort_transaction(30))
+                self._retrying(lambda: producer.abort_transaction(API_TIMEOUT_S))
             self._rewind(consumer)
             return producer
         self.commits += 1
@@ -134,7 +137,7 @@ class TransactionalCopier(threading.Thread):
 
     def _rewind(self, consumer: confluent_kafka.Consumer) -> None:
         """Back to what the group committed: what the aborted transaction read is read again."""
-        committed = self._retrying(lambda: consumer.committed(consumer.assignment(), 30))
+        committed = self._retrying(lambda: consumer.committed(consumer.assignment(), API_TIMEOUT_S))
         for tp in committed:
             if tp.offset >= 0:
                 consumer.seek(tp)
@@ -163,9 +166,10 @@ class TransactionalCopier(threading.Thread):
         return all(self.committed_offsets.get(p, 0) >= end for p, end in ends.items())
 
     def stop(self, timeout: float = 60.0) -> None:
+        """Stop after the call in progress (at most ``API_TIMEOUT_S`` or so); AssertionError if still running."""
         self._stopping.set()
         self.join(timeout)
-        assert not self.is_alive(), f"the copier did not stop within {timeout}s"
+        assert not self.is_alive(), f"the copier did not stop within {timeout}s (errors: {self.errors[-3:]})"
 
 
 def watermarks(bootstrap: str, topic: str, partitions: int, isolation: str) -> dict[int, int]:
