@@ -7,7 +7,11 @@ then measures with confluent-kafka (librdkafka), 100-byte values to one partitio
   records and for EndTxn), each run ``--repeats`` times, interleaved, median reported;
 - commit latency p50/p99: ``commit_transaction`` of transactions of 100 records whose records are
   already acknowledged (``flush`` first), i.e. the EndTxn round trip (PrepareCommit written to
-  ``__transaction_state``; the markers follow in the background).
+  ``__transaction_state``; the markers follow in the background);
+- completion p50/p99, with raw requests on one connection: from the EndTxn answer until an
+  AddPartitionsToTxn for the next transaction is accepted (sent again at once after each
+  CONCURRENT_TRANSACTIONS), i.e. until the markers are written and CompleteCommit is in the log.
+  librdkafka sends that AddPartitionsToTxn right after the commit and, refused, waits 20 ms.
 
 ``--kafka`` runs the same against Apache Kafka 3.9's broker from ``../shared/kafka-cli``.
 
@@ -32,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.harness.broker import BrokerProcess  # noqa: E402
 from tests.harness.kafka_broker import KafkaJavaBroker  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+from tests.integration.transactions.txn_helpers import begin, produce_transactional, wait_for_coordinator  # noqa: E402
 
 PAYLOAD = b"x" * 100
 PRODUCER_CONFIG = {"linger.ms": 5, "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000}
@@ -93,9 +98,43 @@ def commit_latency(bootstrap: str, topic: str, transactions: int) -> tuple[float
     return q[49] * 1000, q[98] * 1000
 
 
+def completion_latency(broker: BrokerProcess, topic: str, transactions: int) -> tuple[float, float]:
+    """p50/p99 ms from the EndTxn answer until the next transaction's AddPartitionsToTxn is accepted."""
+    from protocol.api_keys import ApiKey
+    from protocol.errors import Errors
+    from protocol.messages import AddPartitionsToTxnRequest as Add
+    from protocol.messages import EndTxnRequest
+
+    txn = f"bench-{uuid.uuid4().hex[:8]}"
+    wait_for_coordinator(broker, txn)
+    producer_id, epoch = begin(broker, txn)
+    add = Add(v3_and_below_transactional_id=txn, v3_and_below_producer_id=producer_id,
+              v3_and_below_producer_epoch=epoch, v3_and_below_topics=[Add.AddPartitionsToTxnTopic(name=topic,
+                                                                                                   partitions=[0])])
+    end = EndTxnRequest(transactional_id=txn, producer_id=producer_id, producer_epoch=epoch, committed=True)
+    samples = []
+    with broker.connect("txn-bench") as connection:
+        ended = None
+        for n in range(transactions + 1):
+            while (error := connection.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, add).results_by_topic_v3_and_below[0]
+                   .results_by_partition[0].partition_error_code) == Errors.CONCURRENT_TRANSACTIONS:
+                pass
+            if error:
+                raise RuntimeError(f"AddPartitionsToTxn: {Errors(error).name}")
+            if ended is not None:
+                samples.append(time.perf_counter() - ended)
+            if produce_transactional(broker, txn, producer_id, epoch, topic, 0, [PAYLOAD] * 10, n * 10):
+                raise RuntimeError("transactional produce failed")
+            if connection.request(ApiKey.END_TXN, 3, end).error_code:
+                raise RuntimeError("EndTxn failed")
+            ended = time.perf_counter()
+    q = statistics.quantiles(samples, n=100)
+    return q[49] * 1000, q[98] * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--messages", type=int, default=200_000, help="records per throughput run")
+    parser.add_argument("--messages", type=int, default=500_000, help="records per throughput run")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each kind (median reported)")
     parser.add_argument("--latency-transactions", type=int, default=500, help="commits sampled for latency")
     parser.add_argument("--kafka", action="store_true", help="measure Apache Kafka 3.9's broker instead")
@@ -127,6 +166,10 @@ def main() -> None:
             create_topic(broker.bootstrap, "bench-latency", 1)
             p50, p99 = commit_latency(broker.bootstrap, "bench-latency", args.latency_transactions)
             print(f"commit latency (EndTxn, 100 acknowledged records): p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+            create_topic(broker.bootstrap, "bench-completion", 1)
+            p50, p99 = completion_latency(broker, "bench-completion", args.latency_transactions)
+            print(f"completion (EndTxn answered -> next AddPartitionsToTxn accepted): p50 {p50:.2f} ms, "
+                  f"p99 {p99:.2f} ms")
         finally:
             broker.stop()
             zk.close()
