@@ -77,7 +77,10 @@ class TransactionalCopier(threading.Thread):
             log.exception("copier %s stopped", self.transactional_id)
         finally:
             if producer is not None:
-                producer.flush(10)
+                try:
+                    producer.flush(10)
+                except KafkaException as exc:  # a producer already failed: its error is the report's
+                    self.errors.append(f"at stop: {exc.args[0].name()}: {exc.args[0].str()}")
             consumer.close()
 
     def _new_producer(self) -> confluent_kafka.Producer:

@@ -178,8 +178,9 @@ def test_exactly_once_copy_through_coordinator_and_leader_kills(cluster3: Broker
           f"errors handled: {sorted(set(copier.errors))}")
 
     copied = read_values(cluster.bootstrap, output, PARTITIONS, "read_committed")
-    assert {p: len(values) for p, values in copied.items()} == ends
-    assert copied == sent  # every input record exactly once, in input order per partition
+    handled = f"copier errors: {copier.errors[-10:]}"
+    assert {p: len(values) for p, values in copied.items()} == ends, handled
+    assert copied == sent, handled  # every input record exactly once, in input order per partition
     everything = read_values(cluster.bootstrap, output, PARTITIONS, "read_uncommitted")
     assert all(b"left-open" in values for values in everything.values())  # on disk, aborted
     assert stable_end_offsets(cluster.bootstrap, source, PARTITIONS) == ends
