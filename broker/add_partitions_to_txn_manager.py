@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from broker.security.client_security import PLAINTEXT, ClientSecurity
 from broker.coordinator.internal_topic import InternalTopicPartitions
+from broker.coordinator.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from broker.network.network_client import NETWORK_ERRORS, NetworkClient
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 VERIFY_VERSION = 5  # Kafka's AddPartitionsToTxnRequest.Builder.forBroker: the latest version
 TopicPartition = tuple[str, int]
 VerificationResult = dict[TopicPartition, Errors]  # only the partitions that failed

@@ -5,6 +5,12 @@ group/topic/partition), ``groups/`` (every group metadata record: generation, pr
 member count, or deletion) and ``lag/`` (per group/topic/partition the latest commit against
 the partition's log end offset, when that partition's log is among the inputs).
 
+Offsets a transactional producer committed (TxnOffsetCommit, ``send_offsets_to_transaction``) carry
+that producer's id in ``producerId`` (-1 for the group coordinator's own commits). The job reads
+read_committed by default, as the group coordinator does: the commits of aborted transactions, and
+of transactions still open, are not offsets the group has; ``--isolation-level read_uncommitted``
+shows every attempt.
+
     python -m spark_jobs.consumer_offsets --log-dirs DIR [DIR ...] --output OUT
 """
 
@@ -34,6 +40,7 @@ from protocol.consumer_offsets_records import (
     is_classic_group_key,
 )
 from spark_jobs.planner import partition_end_offsets
+from spark_jobs.read_options import READ_COMMITTED
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_COMMIT = "offset_commit"
@@ -55,6 +62,7 @@ DECODED_FIELDS: list[tuple[str, pa.DataType]] = [
     ("leader", pa.string()),
     ("members", pa.int32()),
     ("deleted", pa.bool_()),
+    ("producerId", pa.int64()),
     ("coordinatorPartition", pa.int32()),
     ("recordOffset", pa.int64()),
     ("recordTimestamp", pa.timestamp("us", tz="UTC")),
@@ -63,7 +71,7 @@ DECODED_ARROW = pa.schema(DECODED_FIELDS)
 DECODED_SCHEMA = (
     "kind string, group string, topic string, partition int, committedOffset long, leaderEpoch int, "
     "metadata string, commitTimestamp long, expireTimestamp long, protocolType string, generation int, "
-    "protocol string, leader string, members int, deleted boolean, coordinatorPartition int, "
+    "protocol string, leader string, members int, deleted boolean, producerId long, coordinatorPartition int, "
     "recordOffset long, recordTimestamp timestamp"
 )
 
@@ -91,26 +99,27 @@ def decode_record(key: Optional[bytes], value: Optional[bytes]) -> dict[str, Any
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: key/value/partition/offset/timestamp in, one decoded row per known record out."""
+    """mapInArrow body: key/value/producerId/partition/offset/timestamp in, one decoded row per known record out."""
     for batch in batches:
         data = batch.to_pydict()
         rows = []
-        for key, value, partition, offset, timestamp in zip(
-            data["key"], data["value"], data["partition"], data["offset"], data["timestamp"]
+        for key, value, producer_id, partition, offset, timestamp in zip(
+            data["key"], data["value"], data["producerId"], data["partition"], data["offset"], data["timestamp"]
         ):
             try:
                 row = decode_record(key, value)
             except ProtocolError as exc:
                 raise ProtocolError(f"__consumer_offsets-{partition} offset {offset}: {exc}") from exc
             if row["kind"] is not None:
-                row.update(coordinatorPartition=partition, recordOffset=offset, recordTimestamp=timestamp)
+                row.update(producerId=producer_id, coordinatorPartition=partition, recordOffset=offset,
+                           recordTimestamp=timestamp)
                 rows.append(row)
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=DECODED_ARROW)
 
 
 def decoded_records(records: DataFrame) -> DataFrame:
-    return records.select("key", "value", "partition", "offset", "timestamp").mapInArrow(
+    return records.select("key", "value", "producerId", "partition", "offset", "timestamp").mapInArrow(
         decode_batches, DECODED_SCHEMA
     )
 
@@ -119,7 +128,7 @@ def commit_history(decoded: DataFrame) -> DataFrame:
     return (
         decoded.where(F.col("kind") == OFFSET_COMMIT)
         .select("group", "topic", "partition", "committedOffset", "leaderEpoch", "metadata", "commitTimestamp",
-                "expireTimestamp", "deleted", "coordinatorPartition", "recordOffset", "recordTimestamp")
+                "expireTimestamp", "deleted", "producerId", "coordinatorPartition", "recordOffset", "recordTimestamp")
         .orderBy("group", "topic", "partition", "coordinatorPartition", "recordOffset")
     )
 
@@ -161,6 +170,7 @@ def lag(spark: SparkSession, history: DataFrame, end_offsets: dict[tuple[str, in
 def main(argv: Optional[list[str]] = None) -> int:
     parser = job_parser("Committed offsets history and lag from __consumer_offsets segments")
     parser.add_argument("--output", required=True, help="output directory")
+    parser.set_defaults(isolation_level=READ_COMMITTED)  # the offsets the group coordinator materialises
     args = parser.parse_args(argv)
     spark = job_session("kafka-log consumer_offsets", args)
     decoded = decoded_records(read_records(spark, args, [CONSUMER_OFFSETS_TOPIC])).persist()

@@ -73,6 +73,8 @@ DYNAMIC_CONFIGS = frozenset(
     | LISTENER_SECURITY_CONFIGS
     | UNSUPPORTED_DYNAMIC_CONFIGS
 )
+# Kafka's DynamicProducerStateManagerConfig: the settings every log's producer state reads live.
+PRODUCER_STATE_CONFIGS = frozenset({"producer.id.expiration.ms", "transaction.partition.verification.enable"})
 
 
 # Kafka's DynamicConfig.Broker: broker-level dynamic keys outside KafkaConfig (replication throttles).
@@ -237,6 +239,8 @@ def on_broker_config_change(services: BrokerServices, entity_name: str, config: 
         log_manager.default_config = broker_defaults(services.config.values())
         for topic in {t for t, _ in log_manager.all_logs()}:
             log_manager.update_topic_config(topic, log_manager.topic_configs.get(topic, {}))
+    if changed & PRODUCER_STATE_CONFIGS:
+        reconfigure_producer_state(services)
     cleaner = services.log_manager.cleaner
     if changed & CLEANER_CONFIGS and cleaner is not None:
         try:
@@ -245,3 +249,13 @@ def on_broker_config_change(services: BrokerServices, entity_name: str, config: 
             log.error("failed to reconfigure the log cleaner: %s", exc)
     if changed:
         log.info("Applied dynamic broker config %s: changed %s", entity_name, sorted(changed))
+
+
+def reconfigure_producer_state(services: BrokerServices) -> None:
+    """Every log shares one ProducerStateManagerConfig: changing it in place reaches them all, as
+    Kafka's DynamicProducerStateManagerConfig does (the next append and expiry check use it)."""
+    shared = services.log_manager.producer_state_config
+    shared.producer_id_expiration_ms = services.config.get("producer.id.expiration.ms")
+    shared.transaction_verification_enabled = services.config.get("transaction.partition.verification.enable")
+    log.info("Producer state: producer.id.expiration.ms %d, transaction.partition.verification.enable %s",
+             shared.producer_id_expiration_ms, shared.transaction_verification_enabled)

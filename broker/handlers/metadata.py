@@ -11,6 +11,8 @@ import logging
 import uuid
 from typing import Any
 
+from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC
+from broker.coordinator.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from broker.handlers import handles
 from broker.metadata_cache import PartitionMetadata
 from broker.network.request_channel import Request, Response
@@ -25,8 +27,6 @@ from protocol.schema import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
-GROUP_METADATA_TOPIC = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC})
 TOPIC_ID_MIN_VERSION = 12  # the schema has topic ids from v10, Kafka reads them from v12
 

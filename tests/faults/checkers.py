@@ -10,7 +10,11 @@ they hold the cluster to (acks=all, min.insync.replicas=2, RF=3, idempotent prod
 - committed offsets never go backwards: in ``__consumer_offsets`` order, and for clients (a member
   that got a partition after a commit of it completed never commits below that commit);
 - a generation's assignment (as the coordinator recorded it) gives each partition to one member,
-  and each assignment a client received is one the coordinator recorded.
+  and each assignment a client received is one the coordinator recorded;
+- for a transactional copy: read_committed never shows aborted data (nor data of a transaction
+  still open) and shows every committed record, judged against the COMMIT/ABORT markers in the log
+  itself; the committed copy holds each input record at most once (with "consumed every
+  acknowledged write", exactly once) and nothing that is not in the input.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from tests.faults.history import ConsumerHistory, GroupRecord, LogRecord, ProducerHistory
+from tests.faults.history import ConsumerHistory, GroupRecord, LogRecord, ProducerHistory, TxnLogRecord
 
 
 @dataclass
@@ -139,3 +143,30 @@ def check_group_log(consumers: ConsumerHistory, records: list[GroupRecord], memb
                 violations.append(f"{a.member} was assigned {sorted(a.partitions)}, which no generation of "
                                   f"{consumers.group} recorded")
     return violations[:10]
+
+
+def check_transactional_copy(input_log: list[LogRecord], fates: list[TxnLogRecord],
+                             committed_read: list[LogRecord]) -> list[str]:
+    """The copy's log (each record's fate from the markers) against what a read_committed consumer read."""
+    fate = {(r.partition, r.offset): r for r in fates}
+    shown = {(r.partition, r.offset) for r in committed_read}
+    violations = []
+    for key in sorted(shown):
+        record = fate.get(key)
+        if record is None:
+            violations.append(f"read_committed returned {key[0]}@{key[1]}, which is no data record of the log")
+        elif record.state != "committed":
+            violations.append(f"read_committed returned {record.value} at {key[0]}@{key[1]}, whose transaction "
+                              f"(producer {record.producer_id}) is {record.state}")
+    hidden = [r for r in fates if r.state == "committed" and (r.partition, r.offset) not in shown]
+    violations += [f"read_committed never returned committed {r.value} at {r.partition}@{r.offset}"
+                   for r in hidden[:5]]
+    still_open = [r for r in fates if r.state == "open"]
+    if still_open:
+        violations.append(f"{len(still_open)} records of transactions never ended, e.g. {still_open[0]}")
+    copies = Counter(r.value for r in fates if r.state == "committed")
+    violations += [f"{value} is in the committed copy {n} times" for value, n in copies.items() if n > 1][:5]
+    inputs = {r.value for r in input_log}
+    violations += [f"{value} is in the committed copy but not in the input" for value in copies
+                   if value not in inputs][:5]
+    return violations[:20]

@@ -108,18 +108,20 @@ class FaultCluster:
         self._create_offsets_topic()
 
     def _create_offsets_topic(self) -> None:
-        """FindCoordinator creates __consumer_offsets; done here so that no round pays for it."""
+        """FindCoordinator creates __consumer_offsets (key type 0) and __transaction_state (key type 1);
+        done here so that no round pays for it."""
         from protocol.messages import FindCoordinatorRequest
 
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                response = self.brokers[0].request(10, 3, FindCoordinatorRequest(key="faults", key_type=0))
-                if response.error_code == 0:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.5)
+        for key_type in (0, 1):
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    response = self.brokers[0].request(10, 3, FindCoordinatorRequest(key="faults", key_type=key_type))
+                    if response.error_code == 0:
+                        break
+                except OSError:
+                    pass
+                time.sleep(0.5)
         self.wait_healthy(60)
 
     def close(self) -> None:

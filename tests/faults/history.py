@@ -74,3 +74,14 @@ class GroupRecord:
     topic: str | None = None                                 # offset commit
     partition: int | None = None
     offset: int | None = None
+
+
+@dataclass
+class TxnLogRecord:
+    """A data record of a transactional topic with its fate, read from the log's own batches and
+    COMMIT/ABORT markers (not from what a consumer chose to show)."""
+    partition: int
+    offset: int
+    value: str | None
+    producer_id: int
+    state: str  # "committed", "aborted", or "open" (no marker after it yet)

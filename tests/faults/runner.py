@@ -1,7 +1,7 @@
 """Rounds: workloads start, the nemesis strikes and heals, the cluster must heal, the checkers judge.
 
-A round on a healthy cluster: two fresh topics (3 partitions, RF=3, min.insync.replicas=2), the
-``java`` and ``confluent`` workloads on them, ``WARMUP`` seconds of calm, the fault for its
+A round on a healthy cluster: fresh topics (3 partitions, RF=3, min.insync.replicas=2), the
+``java``, ``confluent`` and ``txn`` workloads on them (``txn`` copies its topic to one more), ``WARMUP`` seconds of calm, the fault for its
 duration, healing, the wait for a healthy cluster (its length is the recovery time, bounded by
 ``RECOVERY_BOUND``), the producers finishing, the groups catching up, then the whole topics and the
 groups' ``__consumer_offsets`` records are read back and checked.
@@ -20,8 +20,17 @@ from tests.faults.checkers import check_client_commits, check_consumed_all, chec
 from tests.faults.cluster import FaultCluster
 from tests.faults.nemesis import Nemesis, NotSupported, mixed_schedule
 from tests.faults.results import Cell, Report
-from tests.faults.workloads import RATE, ConfluentWorkload, JavaWorkload, Workload, WorkloadSpec, end_offsets, \
-    read_group_records, read_topic
+from tests.faults.workloads import (
+    RATE,
+    ConfluentWorkload,
+    JavaWorkload,
+    TransactionalCopyWorkload,
+    Workload,
+    WorkloadSpec,
+    end_offsets,
+    read_group_records,
+    read_topic,
+)
 from tests.harness.kafka_cli import KafkaCli
 
 log = logging.getLogger(__name__)
@@ -62,14 +71,16 @@ class Runner:
         self.cluster.wait_healthy(RECOVERY_BOUND)
         round_dir = self.work_dir / f"round-{index:03d}-{nemesis.name}"
         round_dir.mkdir(parents=True, exist_ok=True)
-        topics = {"java": f"f{index:03d}-{nemesis.name}-java", "confluent": f"f{index:03d}-{nemesis.name}-ck"}
+        topics = {"java": f"f{index:03d}-{nemesis.name}-java", "confluent": f"f{index:03d}-{nemesis.name}-ck",
+                  "txn": f"f{index:03d}-{nemesis.name}-tx", "txn-copy": f"f{index:03d}-{nemesis.name}-tx-copy"}
         for topic in topics.values():
             self.cluster.create_topic(topic, PARTITIONS)
         window = WARMUP + nemesis.duration + TAIL
         spec = WorkloadSpec(messages=int(RATE * window), deadline=time.monotonic() + window + RECOVERY_BOUND + 60)
         bootstrap = self.cluster.bootstrap
         workloads: list[Workload] = [JavaWorkload(self.cli, bootstrap, topics["java"], spec, round_dir),
-                                     ConfluentWorkload(bootstrap, topics["confluent"], spec)]
+                                     ConfluentWorkload(bootstrap, topics["confluent"], spec),
+                                     TransactionalCopyWorkload(bootstrap, topics["txn"], topics["txn-copy"], spec)]
         say(f"round {index}: {nemesis.name} for {nemesis.duration:.0f}s")
         recovery: float | None = None
         problems: list[str] = []
@@ -105,6 +116,9 @@ class Runner:
             say(f"round {index} {cell.nemesis} × {cell.workload}: {cell.acknowledged} acknowledged, {cell.lost} lost, "
                 f"{cell.duplicated} duplicated, {len(cell.violations)} other violations ({cell.consumed} consumed, "
                 f"{cell.commits} commits, {cell.generations} generations)")
+            detail = next((w.detail for w in workloads if w.name == cell.workload and w.detail), None)
+            if detail:
+                say(f"  {detail}")
             for problem in (*cell.examples, *cell.violations):
                 say(f"  {problem}")
         return cells
@@ -128,9 +142,10 @@ class Runner:
         group_records = read_group_records(bootstrap, {w.consumers.group for w in workloads})
         cells = []
         for workload in workloads:
+            own = workload.check(bootstrap)
             kept = read_topic(bootstrap, workload.producer.topic)
             produced = check_producer(workload.producer, kept)
-            violations = list(problems) + produced.violations
+            violations = list(problems) + own + produced.violations
             violations += check_consumed_all(workload.consumers, workload.producer)
             violations += check_client_commits(workload.consumers)
             violations += check_group_log(workload.consumers, group_records,

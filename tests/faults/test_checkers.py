@@ -3,8 +3,22 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.checkers import check_client_commits, check_consumed_all, check_group_log, check_producer
-from tests.faults.history import Assignment, Commit, ConsumerHistory, GroupRecord, LogRecord, ProducerHistory
+from tests.faults.checkers import (
+    check_client_commits,
+    check_consumed_all,
+    check_group_log,
+    check_producer,
+    check_transactional_copy,
+)
+from tests.faults.history import (
+    Assignment,
+    Commit,
+    ConsumerHistory,
+    GroupRecord,
+    LogRecord,
+    ProducerHistory,
+    TxnLogRecord,
+)
 from tests.faults.results import Cell, Report, table
 
 pytestmark = pytest.mark.faults
@@ -79,3 +93,21 @@ def test_checker_results_table_adds_up_rounds() -> None:
     assert "| kill-9 | java | 2 | 15 | 1 | 0 | 0 | 3.0 (max 4.0) |" in markdown
     assert "| clock-jump | java | 1 | n/a | n/a | n/a | n/a | n/a |" in markdown
     assert report.violations() == ["round 2 kill-9 × java: lost p.1"]
+
+
+def test_checker_transactional_copy() -> None:
+    source = [LogRecord(0, 0, "t.0"), LogRecord(0, 1, "t.1")]
+    fates = [TxnLogRecord(0, 0, "t.0", 7, "aborted"), TxnLogRecord(0, 2, "t.0", 7, "committed"),
+             TxnLogRecord(0, 3, "t.1", 7, "committed")]
+    clean = [LogRecord(0, 2, "t.0"), LogRecord(0, 3, "t.1")]
+    assert check_transactional_copy(source, fates, clean) == []
+    shows_aborted = check_transactional_copy(source, fates, [LogRecord(0, 0, "t.0"), *clean])
+    assert shows_aborted == ["read_committed returned t.0 at 0@0, whose transaction (producer 7) is aborted"]
+    assert "never returned committed t.1" in check_transactional_copy(source, fates, clean[:1])[0]
+    twice = fates + [TxnLogRecord(0, 5, "t.1", 7, "committed")]
+    assert check_transactional_copy(source, twice, clean + [LogRecord(0, 5, "t.1")]) == [
+        "t.1 is in the committed copy 2 times"]
+    foreign = fates + [TxnLogRecord(0, 5, "x", 7, "committed"), TxnLogRecord(0, 6, "t.1", 8, "open")]
+    assert check_transactional_copy(source, foreign, clean + [LogRecord(0, 5, "x")]) == [
+        "1 records of transactions never ended, e.g. TxnLogRecord(partition=0, offset=6, value='t.1', "
+        "producer_id=8, state='open')", "x is in the committed copy but not in the input"]

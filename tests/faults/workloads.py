@@ -6,9 +6,11 @@
 - ``confluent``: a confluent-kafka (librdkafka) idempotent acks=all producer and a two-member
   group that commits synchronously after every batch.
 
-A transactional copy (consume, produce to another topic and commit offsets in one transaction,
-read back with read_committed) belongs here as a third ``Workload`` once the broker has
-transactions; its checker would add "read_committed never shows aborted data".
+- ``txn``: a librdkafka idempotent producer (as ``confluent``) and an exactly-once copy of its
+  topic to another one (``TransactionalCopier``: a read_committed group member and a transactional
+  producer, consume-transform-produce with the offsets sent to each transaction; every fifth
+  transaction is written out and aborted on purpose, its input copied again by a later one), read
+  back at the end both from the log's own batches and markers and by a read_committed consumer.
 """
 from __future__ import annotations
 
@@ -22,10 +24,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.faults.history import Assignment, Commit, ConsumerHistory, GroupRecord, LogRecord, ProducerHistory
+from tests.faults.history import (
+    Assignment,
+    Commit,
+    ConsumerHistory,
+    GroupRecord,
+    LogRecord,
+    ProducerHistory,
+    TxnLogRecord,
+)
 from tests.harness.kafka_cli import KafkaCli
+from tests.harness.transactional_copy import TransactionalCopier
 
 RATE = 100  # messages/s per producer: enough to see every fault, light enough for two shared cores
+ABORT_EVERY = 5  # the copier aborts every fifth transaction on purpose: the copy always holds aborted data
+OPEN_TRANSACTION_BOUND = 60.0  # s: a transaction left open must be aborted on its timeout (10 s) by then
 CLIENT_LOG = logging.getLogger("faults.librdkafka")  # librdkafka's complaints during faults go here, not to stderr
 
 
@@ -41,6 +54,7 @@ class Workload:
     name: str
     producer: ProducerHistory
     consumers: ConsumerHistory
+    detail = ""  # what ``check`` found besides violations, for the round's report
 
     def start(self) -> None:
         raise NotImplementedError
@@ -51,6 +65,10 @@ class Workload:
     def stop(self) -> None:
         """Stop everything still running (the deadline passed or the consumers caught up)."""
         raise NotImplementedError
+
+    def check(self, bootstrap: str) -> list[str]:
+        """What only this workload can check, read back after it stopped (before the common checkers)."""
+        return []
 
 
 class _ToolProcess:
@@ -261,15 +279,69 @@ class ConfluentWorkload(Workload):
             thread.join(30)
 
 
+class TransactionalCopyWorkload(ConfluentWorkload):
+    """The ``confluent`` producer on the input topic, and an exactly-once copy of it to ``output``."""
+    name = "txn"
+
+    def __init__(self, bootstrap: str, topic: str, output: str, spec: WorkloadSpec) -> None:
+        super().__init__(bootstrap, topic, spec)
+        self.producer.prefix = "t"
+        self.consumers = ConsumerHistory(self.name, topic, group=f"{topic}-tg")
+        self.output = output
+        self.stop_problem = ""
+        self.copier = TransactionalCopier(bootstrap, topic, output, self.consumers.group, f"{topic}-copier",
+                                          batch=50, client_log=CLIENT_LOG, on_commit=self._committed,
+                                          abort_every=ABORT_EVERY)
+
+    def _committed(self, issued: float, completed: float, offsets: dict[int, int]) -> None:
+        with self._lock:
+            self.consumers.commits.append(Commit("copier", issued, completed, offsets))
+
+    def start(self) -> None:
+        self.copier.start()
+        self._producer_thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._producer_thread.join(30)
+        try:
+            self.copier.stop(timeout=90)
+        except AssertionError as exc:  # a copier stuck in the cluster's failures is this round's finding
+            self.stop_problem = str(exc)
+
+    def check(self, bootstrap: str) -> list[str]:
+        from tests.faults.checkers import check_transactional_copy
+
+        violations = [f"copier stopped: {self.copier.failure!r}"] if self.copier.failure is not None else []
+        violations += [self.stop_problem] if self.stop_problem else []
+        deadline = time.monotonic() + OPEN_TRANSACTION_BOUND
+        fates = read_transactional_log(bootstrap, self.output)
+        while any(r.state == "open" for r in fates) and time.monotonic() < deadline:
+            time.sleep(1.0)  # a transaction of a fenced copier is aborted on its timeout
+            fates = read_transactional_log(bootstrap, self.output)
+        aborted = sum(r.state == "aborted" for r in fates)
+        self.detail = (f"copy: {sum(r.state == 'committed' for r in fates)} committed, {aborted} aborted "
+                       f"records in the log; copier: {self.copier.commits} commits, {self.copier.planned_aborts} aborts on "
+                       f"purpose, {self.copier.aborts} after errors, {self.copier.fenced} new producers")
+        committed_read = [LogRecord(p, o, v.decode() if v is not None else None)
+                          for p, o, _, v in read_log(bootstrap, self.output, isolation="read_committed")]
+        # What the copy committed is what its group consumed (check_consumed_all: every acknowledged write).
+        self.consumers.consumed = [("copier", r.partition, r.offset, r.value or "") for r in committed_read]
+        return violations + check_transactional_copy(read_topic(bootstrap, self.producer.topic), fates,
+                                                     committed_read)
+
+
 # --- reading back what the cluster kept ------------------------------------------------------
 
-def read_log(bootstrap: str, topic: str, timeout: float = 60.0) -> list[tuple[int, int, bytes | None, bytes | None]]:
-    """(partition, offset, key, value) of every record from the log start to the high watermark,
-    in offset order within each partition."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+def read_log(bootstrap: str, topic: str, timeout: float = 60.0, isolation: str = "read_uncommitted"
+             ) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """(partition, offset, key, value) of every record from the log start to the end (the high
+    watermark; under read_committed the last stable offset), in offset order within each partition."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 100, "logger": CLIENT_LOG})
+                         "fetch.wait.max.ms": 100, "isolation.level": isolation, "enable.partition.eof": True,
+                         "logger": CLIENT_LOG})
     try:
         partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in partitions}
@@ -283,11 +355,69 @@ def read_log(bootstrap: str, topic: str, timeout: float = 60.0) -> list[tuple[in
                     records.append((m.partition(), m.offset(), m.key(), m.value()))
                     if m.offset() + 1 >= ends[m.partition()]:
                         pending.discard(m.partition())
+                elif m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= ends[m.partition()]:
+                    pending.discard(m.partition())  # the end is a marker (consumers never see control records)
         if pending:
             raise AssertionError(f"could not read {topic} partitions {sorted(pending)} to their ends in {timeout}s")
         return records
     finally:
         consumer.close()
+
+
+def read_transactional_log(bootstrap: str, topic: str, timeout: float = 10.0) -> list[TxnLogRecord]:
+    """Every data record of ``topic`` with its fate, from raw read_uncommitted Fetches to each partition's
+    leader: a transactional record is committed or aborted by the next marker of its producer."""
+    from coordination.blocking_rpc import send_request
+    from protocol.messages import FetchRequest, MetadataRequest
+    from protocol.records.control import ControlRecordType, parse_control_type
+    from protocol.records.log_entry import decode_entry_records, iter_log_entries
+
+    metadata = None
+    for address in bootstrap.split(","):
+        host, port = address.rsplit(":", 1)
+        try:
+            metadata = send_request(host, int(port), MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+                3, 12, "faults-checker", timeout)
+            break
+        except OSError:
+            continue
+    assert metadata is not None, f"no broker of {bootstrap} answers"
+    nodes = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+    result: list[TxnLogRecord] = []
+    for partition in metadata.topics[0].partitions:
+        host, port = nodes[partition.leader_id]
+        offset, end = 0, None
+        open_records: dict[int, list[TxnLogRecord]] = {}  # producer id -> its records since its last marker
+        while end is None or offset < end:
+            response = send_request(host, port, FetchRequest(
+                replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=64 << 20, isolation_level=0, session_id=0,
+                session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[FetchRequest.FetchTopic(
+                    topic=topic, partitions=[FetchRequest.FetchPartition(
+                        partition=partition.partition_index, fetch_offset=offset,
+                        partition_max_bytes=16 << 20)])]), 1, 12, "faults-checker", timeout)
+            data = response.responses[0].partitions[0]
+            assert data.error_code == 0, f"{topic}-{partition.partition_index}: Fetch error {data.error_code}"
+            end = data.high_watermark
+            buf = bytes(data.records or b"")
+            if not buf:
+                break
+            for pos, header in iter_log_entries(buf):
+                offset = header.next_offset
+                records = list(decode_entry_records(buf, pos))
+                if header.is_control:
+                    commit = parse_control_type(records[0].key) is ControlRecordType.COMMIT
+                    for record in open_records.pop(header.producer_id, []):
+                        record.state = "committed" if commit else "aborted"
+                    continue
+                for r in records:
+                    record = TxnLogRecord(partition.partition_index, r.offset,
+                                          None if r.value is None else bytes(r.value).decode(), header.producer_id,
+                                          "open" if header.is_transactional else "committed")
+                    result.append(record)
+                    if header.is_transactional:
+                        open_records.setdefault(header.producer_id, []).append(record)
+    return result
 
 
 def read_topic(bootstrap: str, topic: str) -> list[LogRecord]:
@@ -312,7 +442,8 @@ def read_group_records(bootstrap: str, groups: set[str], timeout: float = 60.0) 
     from protocol.messages import ConsumerProtocolAssignment
 
     result = []
-    for _, _, key, value in read_log(bootstrap, "__consumer_offsets", timeout):
+    # read_committed: what the group coordinator materialises (an aborted transaction's offsets never count)
+    for _, _, key, value in read_log(bootstrap, "__consumer_offsets", timeout, isolation="read_committed"):
         if key is None or not records.is_classic_group_key(key):
             continue
         decoded = records.decode_key(key)

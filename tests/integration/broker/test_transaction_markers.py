@@ -21,12 +21,12 @@ from storage.transaction_index import AbortedTxn
 from tests.harness.broker import BrokerProcess
 from tests.harness.waiting import wait_for
 from tests.integration.groups.group_helpers import wait_for_coordinator
-from tests.integration.broker.txn_helpers import (
+from tests.integration.transactions.txn_helpers import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     aborted,
     fetch,
-    init_producer_id,
+    idempotent_producer_id,
     latest_offset,
     produce,
     txn_batch,
@@ -61,7 +61,7 @@ def _topic(broker: BrokerProcess, partitions: int = 1) -> str:
 
 def test_commit_and_abort_markers_move_the_lso_and_fill_the_txn_index(broker: BrokerProcess) -> None:
     topic = _topic(broker)
-    committer, aborter, still_open = (init_producer_id(broker) for _ in range(3))
+    committer, aborter, still_open = (idempotent_producer_id(broker) for _ in range(3))
     assert produce(broker, topic, txn_batch([b"c0", b"c1"], committer, 0)).error_code == 0  # 0-1
     assert produce(broker, topic, txn_batch([b"a0"], aborter, 0)).error_code == 0  # 2
     assert fetch(broker, topic, READ_COMMITTED).last_stable_offset == 0
@@ -95,7 +95,7 @@ def test_commit_and_abort_markers_move_the_lso_and_fill_the_txn_index(broker: Br
 
 def test_marker_errors(broker: BrokerProcess) -> None:
     topic = _topic(broker, partitions=2)
-    pid = init_producer_id(broker)
+    pid = idempotent_producer_id(broker)
     assert produce(broker, topic, txn_batch([b"x"], pid, 0, epoch=3)).error_code == 0
     assert write_markers(broker, pid, True, {topic: [0]}, epoch=3, coordinator_epoch=7) == {(topic, 0): 0}
     stale = write_markers(broker, pid, True, {topic: [0, 1]}, epoch=3, coordinator_epoch=6)
@@ -111,7 +111,7 @@ def test_marker_errors(broker: BrokerProcess) -> None:
 
 def test_produce_checks_of_transactional_batches(broker: BrokerProcess) -> None:
     topic = _topic(broker)
-    pid = init_producer_id(broker)
+    pid = idempotent_producer_id(broker)
     without_id = produce(broker, topic, txn_batch([b"x"], pid, 0), transactional_id=None)
     assert without_id.error_code == Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert produce(broker, topic, txn_batch([b"x"], pid, 0)).error_code == 0
@@ -129,7 +129,7 @@ def _plain_batch(pid: int, sequence: int) -> bytearray:
 
 def test_txn_index_and_lso_survive_a_restart(broker: BrokerProcess) -> None:
     topic = _topic(broker)
-    first, second = init_producer_id(broker), init_producer_id(broker)
+    first, second = idempotent_producer_id(broker), idempotent_producer_id(broker)
     produce(broker, topic, txn_batch([b"a"], first, 0))
     produce(broker, topic, txn_batch([b"b"], second, 0))
     write_markers(broker, first, False, {topic: [0]})
@@ -159,11 +159,12 @@ def _txn_commit(broker: BrokerProcess, group: str, pid: int, offsets: dict[tuple
 
 
 def _committed(broker: BrokerProcess, group: str, topic: str, require_stable: bool = False) -> tuple[int, int]:
-    """(offset, error) of partition 0 as OffsetFetch v7 answers."""
+    """(offset, error) of partition 0 as OffsetFetch v7 answers; (-1, the group's error) if it has one."""
     request = OffsetFetchRequest(group_id=group, require_stable=require_stable, topics=[
         OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
     answer = broker.request(ApiKey.OFFSET_FETCH, 7, request)
-    assert answer.error_code == 0
+    if answer.error_code:
+        return -1, answer.error_code
     (partition,) = answer.topics[0].partitions
     return partition.committed_offset, partition.error_code
 
@@ -175,7 +176,7 @@ def _offsets_partition(group: str) -> dict[str, list[int]]:
 def test_txn_offsets_are_pending_until_the_marker_and_reloaded_pending(broker: BrokerProcess) -> None:
     topic, group = _topic(broker), f"g-{uuid.uuid4().hex[:8]}"
     wait_for_coordinator(broker, group)
-    pid = init_producer_id(broker)
+    pid = idempotent_producer_id(broker)
     assert _txn_commit(broker, group, pid, {(topic, 0): 5, (topic, 7): 1}) == {
         (topic, 0): 0, (topic, 7): Errors.UNKNOWN_TOPIC_OR_PARTITION}
     assert _committed(broker, group, topic, require_stable=True) == (-1, Errors.UNSTABLE_OFFSET_COMMIT)
@@ -191,6 +192,7 @@ def test_txn_offsets_are_pending_until_the_marker_and_reloaded_pending(broker: B
     assert _txn_commit(broker, group, pid, {(topic, 0): 12}) == {(topic, 0): 0}
     broker.stop()
     broker.start()  # the group is loaded again from __consumer_offsets: 12 is still pending
+    wait_for_coordinator(broker, group)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until then
     wait_for(lambda: _committed(broker, group, topic, require_stable=True) == (-1, Errors.UNSTABLE_OFFSET_COMMIT),
              "the pending transactional offset reloaded", 30)
     assert _committed(broker, group, topic) == (5, 0)
@@ -201,7 +203,7 @@ def test_txn_offsets_are_pending_until_the_marker_and_reloaded_pending(broker: B
 def test_txn_offset_commit_checks_the_group_and_its_member(broker: BrokerProcess) -> None:
     topic, group = _topic(broker), f"g-{uuid.uuid4().hex[:8]}"
     wait_for_coordinator(broker, group)
-    pid = init_producer_id(broker)
+    pid = idempotent_producer_id(broker)
     assert _txn_commit(broker, "", pid, {(topic, 0): 1}) == {(topic, 0): Errors.INVALID_GROUP_ID}
     joined = broker.request(ApiKey.JOIN_GROUP, 3, JoinGroupRequest(
         group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=30000, member_id="", protocol_type="consumer",

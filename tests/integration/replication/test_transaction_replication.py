@@ -11,11 +11,11 @@ from protocol.errors import Errors
 from storage.transaction_index import AbortedTxn
 from tests.harness.broker import BrokerCluster, BrokerProcess
 from tests.harness.waiting import wait_for
-from tests.integration.broker.txn_helpers import (
+from tests.integration.transactions.txn_helpers import (
     READ_COMMITTED,
     aborted,
     fetch,
-    init_producer_id,
+    idempotent_producer_id,
     latest_offset,
     produce,
     txn_batch,
@@ -48,7 +48,7 @@ def test_a_new_leader_serves_the_same_lso_and_aborted_transactions(zk_connect: s
         cluster.start()
         cluster.brokers[0].create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
         leader = _leader(cluster)
-        aborter, committer, still_open = (init_producer_id(leader) for _ in range(3))
+        aborter, committer, still_open = (idempotent_producer_id(leader) for _ in range(3))
         for pid, value in ((aborter, b"a"), (committer, b"c"), (still_open, b"o")):
             assert produce(leader, TOPIC, txn_batch([value, value], pid, 0)).error_code == 0  # 0-1, 2-3, 4-5
         assert write_markers(leader, aborter, False, {TOPIC: [0]}) == {(TOPIC, 0): 0}  # 6

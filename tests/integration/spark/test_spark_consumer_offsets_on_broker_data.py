@@ -1,10 +1,16 @@
-"""consumer_offsets on a __consumer_offsets log a real broker's group coordinator wrote.
+"""consumer_offsets, and the kafka-log source at read_committed, on logs a real broker wrote.
 
 A module fixture starts one broker, produces to a 2-partition topic, and commits offsets the
 ways clients do: a subscribed confluent-kafka group member committing twice (then leaving), a
-simple consumer (assign(), no membership) committing once, and a second member group that is
-deleted through the admin API once its member left. The job must give back exactly that history,
-in order, the group's metadata records, and each partition's lag against its log end offset.
+simple consumer (assign(), no membership) committing once, a second member group that is
+deleted through the admin API once its member left, and a consume-transform-produce group whose
+offsets confluent-kafka and kafka-python transactional producers send to their transactions
+(committed, aborted, committed), writing to a transactional topic, where one transaction is left
+open when the broker stops. The job must give back exactly the committed history, in order (the
+transactional commits with their producer's id, the aborted one not at all), the group's
+metadata records, and each partition's lag against its log end offset; the source must return
+exactly the committed transactional records at read_committed (up to the open transaction), and
+every record at read_uncommitted.
 """
 from __future__ import annotations
 
@@ -20,9 +26,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from spark_jobs import consumer_offsets
-from tests.harness.broker import broker_for_workload
+from tests.harness.broker import BrokerProcess, broker_for_workload
+from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.spark.test_spark_on_broker_data import MASTER
+from tests.integration.transactions.txn_helpers import describe
 
 pytestmark = pytest.mark.integration
 
@@ -34,6 +42,15 @@ MEMBER_GROUP, SIMPLE_GROUP, DELETED_GROUP = "member-group", "simple-group", "del
 MEMBER_COMMITS = [(MEMBER_GROUP, 0, 100), (MEMBER_GROUP, 1, 50), (MEMBER_GROUP, 0, 250), (MEMBER_GROUP, 1, 200)]
 SIMPLE_COMMITS = [(SIMPLE_GROUP, 1, 120)]
 DELETED_COMMITS = [(DELETED_GROUP, 0, 7)]
+TXN_TOPIC, TXN_GROUP = "payments", "copy-group"
+# (library, commit?, the transaction's values (to TXN_TOPIC partition i % 2), the input offsets it commits)
+TRANSACTIONS = [
+    ("confluent", True, [b"c1-0", b"c1-1", b"c1-2"], {0: 30}),
+    ("confluent", False, [b"a-0", b"a-1"], {0: 60}),
+    ("kafka_python", True, [b"c2-0", b"c2-1"], {1: 40}),
+]
+OPEN_VALUES = [b"open-0"]  # in a transaction still open when the broker stops (partition 0)
+TXN_COMMITS = [(TXN_GROUP, p, o) for _lib, commit, _v, offsets in TRANSACTIONS if commit for p, o in offsets.items()]
 
 
 @dataclass(frozen=True)
@@ -79,6 +96,47 @@ def _simple_commits(bootstrap: str) -> None:
         consumer.close()
 
 
+def _transactions(broker: BrokerProcess) -> Any:
+    """The TRANSACTIONS, then one left open; returns the producer holding it open (to close after the broker)."""
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KafkaPythonTopicPartition
+
+    bootstrap = broker.bootstrap
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": TXN_GROUP})  # for its group metadata only
+    confluent = Producer({"bootstrap.servers": bootstrap, "transactional.id": "spark-copier"})
+    confluent.init_transactions(30)
+    for library, commit, values, offsets in TRANSACTIONS:
+        if library == "kafka_python":
+            producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="spark-copier-2")
+            producer.init_transactions()
+            producer.begin_transaction()
+            for i, value in enumerate(values):
+                producer.send(TXN_TOPIC, value, partition=i % 2)
+            producer.send_offsets_to_transaction(
+                {KafkaPythonTopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()},
+                TXN_GROUP)
+            producer.commit_transaction() if commit else producer.abort_transaction()
+            producer.close(10)
+            # EndTxn is answered before the markers are written: they must be on disk before the broker stops.
+            state = "CompleteCommit" if commit else "CompleteAbort"
+            wait_for(lambda: describe(broker, "spark-copier-2").transaction_state == state, "the markers", 30)
+            continue
+        confluent.begin_transaction()
+        for i, value in enumerate(values):
+            confluent.produce(TXN_TOPIC, value, partition=i % 2)
+        confluent.send_offsets_to_transaction([TopicPartition(TOPIC, p, o) for p, o in offsets.items()],
+                                              consumer.consumer_group_metadata(), 30)
+        confluent.flush(30)
+        (confluent.commit_transaction if commit else confluent.abort_transaction)(30)
+    consumer.close()
+    confluent.begin_transaction()  # waits for the markers of the last commit: they are on disk
+    for value in OPEN_VALUES:
+        confluent.produce(TXN_TOPIC, value, partition=0)
+    assert confluent.flush(30) == 0
+    return confluent
+
+
 @pytest.fixture(scope="module")
 def offsets_log(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OffsetsLog]:
     with broker_for_workload(shared_zookeeper.connect_string_with_chroot(f"spark-offsets-{uuid.uuid4().hex[:12]}"),
@@ -91,6 +149,9 @@ def offsets_log(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.Temp
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for future in admin.delete_consumer_groups([DELETED_GROUP], request_timeout=30).values():
             future.result(30)
+        broker.create_topic(TXN_TOPIC, 2)
+        holding_open = _transactions(broker)
+    del holding_open  # after the broker: the transaction stays open in the log it left
     yield OffsetsLog(broker.log_dir)
     shutil.rmtree(broker.dir, ignore_errors=True)
 
@@ -110,11 +171,47 @@ def test_history_is_every_commit_in_order(spark: Any, offsets_log: OffsetsLog, t
     assert by_group == {
         MEMBER_GROUP: [(g, p, o, False) for g, p, o in MEMBER_COMMITS],
         SIMPLE_GROUP: [(g, p, o, False) for g, p, o in SIMPLE_COMMITS],
+        TXN_GROUP: [(g, p, o, False) for g, p, o in TXN_COMMITS],  # the aborted transaction's commit is not there
         DELETED_GROUP: [(g, p, o, False) for g, p, o in DELETED_COMMITS]
         + [(g, p, None, True) for g, p, _o in DELETED_COMMITS],
     }
     # every commit of a group went to its one coordinator partition
     assert all(len({r["coordinatorPartition"] for r in rows if r["group"] == g}) == 1 for g in by_group)
+    # transactional commits carry their producer's id (two producers), the coordinator's own none
+    assert len({r["producerId"] for r in rows if r["group"] == TXN_GROUP} - {-1}) == 2
+    assert {r["producerId"] for r in rows if r["group"] != TXN_GROUP} == {-1}
+
+
+def test_every_attempt_at_read_uncommitted(spark: Any, offsets_log: OffsetsLog, tmp_path: Path) -> None:
+    out = tmp_path / "offsets"
+    assert consumer_offsets.main(["--log-dirs", str(offsets_log.log_dir), "--output", str(out), *MASTER,
+                                  "--isolation-level", "read_uncommitted"]) == 0
+    rows = spark.read.parquet(str(out / "history")).where(f"group = '{TXN_GROUP}'").collect()
+    assert sorted((r["partition"], r["committedOffset"]) for r in rows) == sorted(
+        (p, o) for _lib, _commit, _v, offsets in TRANSACTIONS for p, o in offsets.items())
+
+
+def test_kafka_log_source_reads_committed_transactions(spark: Any, offsets_log: OffsetsLog) -> None:
+    def values(isolation: str) -> dict[int, list[bytes]]:
+        rows = spark.read.format("kafka-log").option("topics", TXN_TOPIC).option("isolation.level", isolation) \
+            .load(str(offsets_log.log_dir)).orderBy("partition", "offset").collect()
+        read: dict[int, list[bytes]] = {0: [], 1: []}
+        for row in rows:
+            read[row["partition"]].append(bytes(row["value"]))
+        return read
+
+    def written(kept: Any) -> dict[int, list[bytes]]:
+        expected: dict[int, list[bytes]] = {0: [], 1: []}
+        for _lib, commit, txn_values, _offsets in TRANSACTIONS:
+            for i, value in enumerate(txn_values):
+                if kept(commit):
+                    expected[i % 2].append(value)
+        return expected
+
+    assert values("read_committed") == written(lambda commit: commit)  # never the abort, nor the open one
+    everything = written(lambda commit: True)
+    everything[0] += OPEN_VALUES
+    assert values("read_uncommitted") == everything  # data records only: no markers
 
 
 def test_group_metadata_records(spark: Any, offsets_log: OffsetsLog, tmp_path: Path) -> None:
@@ -140,5 +237,5 @@ def test_lag_against_the_log_end_offsets(spark: Any, offsets_log: OffsetsLog, tm
     _run_job(offsets_log, out)
     lag = {(r["group"], r["partition"]): (r["committedOffset"], r["logEndOffset"], r["lag"])
            for r in spark.read.parquet(str(out / "lag")).collect()}
-    latest = {(g, p): o for g, p, o in MEMBER_COMMITS + SIMPLE_COMMITS}
+    latest = {(g, p): o for g, p, o in MEMBER_COMMITS + SIMPLE_COMMITS + TXN_COMMITS}
     assert lag == {key: (offset, RECORDS[key[1]], RECORDS[key[1]] - offset) for key, offset in latest.items()}

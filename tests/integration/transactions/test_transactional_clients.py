@@ -1,13 +1,15 @@
 """Transactional producers of confluent-kafka, kafka-python and aiokafka end to end on a real broker
 (transaction coordinator, KIP-890 verification, markers, TxnOffsetCommit): commit, abort of flushed
-and of unflushed data, send_offsets_to_transaction, and read_committed / read_uncommitted consumers
-of each library seeing exactly what they should."""
+and of unflushed data, send_offsets_to_transaction, read_committed / read_uncommitted consumers of
+each library seeing exactly what they should, and zombie fencing (a second producer with the same
+transactional id fences the first: PRODUCER_FENCED, and the zombie's writes never become visible).
+A transaction left open by a killed producer is in test_exactly_once_cluster.py."""
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -26,16 +28,12 @@ ABORTED = [b"abort-0", b"abort-1"]  # flushed before the abort: on disk, skipped
 CONSUMED_OFFSETS = {0: 17, 1: 4}  # what the transaction commits for the input partitions
 
 
+BROKER_OVERRIDES = {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"}
+
+
 @pytest.fixture(scope="module")
-def broker(shared_zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:  # type: ignore[no-untyped-def]
-    zk = shared_zookeeper.connect_string_with_chroot(f"kafka-{uuid.uuid4().hex[:12]}")
-    process = BrokerProcess(zk, 0, tmp_path_factory.mktemp("txn-clients"),
-                            {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"})
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    return module_broker
 
 
 def _names(broker: BrokerProcess, library: str) -> tuple[str, str, str]:
@@ -220,8 +218,120 @@ def test_transactional_producer_commits_aborts_and_commits_offsets(broker: Broke
                     "the offsets committed in the transaction", 30)
     for reader in sorted(CONSUMERS):
         assert CONSUMERS[reader](broker.bootstrap, topic, "read_committed") == sorted(COMMITTED), reader
-    uncommitted = consume_confluent(broker.bootstrap, topic, "read_uncommitted")
-    assert set(COMMITTED + ABORTED) <= set(uncommitted) <= set(COMMITTED + ABORTED + [b"unflushed"])
+        # The unflushed record may or may not have left the producer before its abort.
+        uncommitted = CONSUMERS[reader](broker.bootstrap, topic, "read_uncommitted")
+        assert uncommitted in (sorted(COMMITTED + ABORTED), sorted(COMMITTED + ABORTED + [b"unflushed"])), reader
+
+
+# --- zombie fencing: (open a transaction and flush a write, then try to commit it) -----------------
+
+def zombie_confluent(bootstrap: str, topic: str, txn: str) -> tuple[Callable[[], None], Callable[[], str]]:
+    from confluent_kafka import KafkaException, Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"zombie", partition=0)
+    producer.flush(30)
+
+    def commit() -> str:
+        try:
+            producer.commit_transaction(30)
+        except KafkaException as exc:
+            error = exc.args[0]
+            assert error.fatal(), error
+            return error.name()  # librdkafka's fatal error names the broker's error
+        return "committed"
+
+    return lambda: None, commit
+
+
+def zombie_kafka_python(bootstrap: str, topic: str, txn: str) -> tuple[Callable[[], None], Callable[[], str]]:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic, b"zombie", partition=0)
+    producer.flush(30)
+
+    def commit() -> str:
+        try:
+            producer.commit_transaction()
+        except KafkaError as exc:
+            return type(exc).__name__
+        return "committed"
+
+    return lambda: producer.close(10), commit
+
+
+def zombie_aiokafka(bootstrap: str, topic: str, txn: str) -> tuple[Callable[[], None], Callable[[], str]]:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError
+
+    loop = asyncio.new_event_loop()
+    producer: AIOKafkaProducer | None = None
+
+    async def start() -> None:
+        nonlocal producer
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn)
+        await producer.start()
+        await producer.begin_transaction()
+        await producer.send_and_wait(topic, b"zombie", partition=0)
+
+    async def commit_async() -> str:
+        assert producer is not None
+        try:
+            await producer.commit_transaction()
+        except KafkaError as exc:
+            return type(exc).__name__
+        return "committed"
+
+    def close() -> None:
+        if producer is not None:
+            loop.run_until_complete(asyncio.wait_for(producer.stop(), 30))
+        loop.close()
+
+    loop.run_until_complete(asyncio.wait_for(start(), 60))
+    return close, lambda: loop.run_until_complete(asyncio.wait_for(commit_async(), 60))
+
+
+ZOMBIES: dict[str, tuple[Callable[[str, str, str], tuple[Callable[[], None], Callable[[], str]]], set[str]]] = {
+    # What each library reports for a commit after the broker answered PRODUCER_FENCED.
+    "confluent": (zombie_confluent, {"PRODUCER_FENCED", "_FENCED"}),
+    "kafka_python": (zombie_kafka_python, {"ProducerFencedError"}),
+    "aiokafka": (zombie_aiokafka, {"ProducerFenced"}),
+}
+
+
+@pytest.mark.parametrize("library", sorted(ZOMBIES))
+def test_a_zombie_is_fenced_and_its_writes_never_become_visible(broker: BrokerProcess, library: str) -> None:
+    from confluent_kafka import Producer
+
+    from tests.integration.transactions.txn_helpers import describe
+
+    topic, _source, group = _names(broker, f"zombie-{library}")
+    txn = f"tx-{group}"
+    start, fenced_errors = ZOMBIES[library]
+    close_zombie, commit_zombie = start(broker.bootstrap, topic, txn)
+    try:
+        successor = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn})
+        successor.init_transactions(30)  # aborts the zombie's open transaction under a bumped epoch
+        assert commit_zombie() in fenced_errors
+        successor.begin_transaction()
+        successor.produce(topic, b"successor", partition=0)
+        successor.produce(topic, b"successor", partition=1)
+        successor.commit_transaction(30)
+    finally:
+        close_zombie()
+    state = wait_for(lambda: (s := describe(broker, txn)).transaction_state == "CompleteCommit" and s,
+                     "the successor's commit to complete")
+    assert state.producer_epoch == 2  # the zombie's 0, the fence's 1 (its abort), the successor's 2
+    for reader in sorted(CONSUMERS):
+        assert CONSUMERS[reader](broker.bootstrap, topic, "read_committed") == [b"successor"] * 2, reader
+    # The zombie's write is in the log, aborted: only read_uncommitted shows it.
+    assert consume_confluent(broker.bootstrap, topic, "read_uncommitted") == [b"successor"] * 2 + [b"zombie"]
 
 
 def test_writes_outside_the_transaction_are_refused_as_kafka_3_9_does(broker: BrokerProcess) -> None:

@@ -9,8 +9,6 @@ broker is back in the ISR).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,17 +17,20 @@ from protocol.records.control import ControlRecordType, parse_control_type
 from protocol.records.log_entry import decode_entry_records, iter_log_entries
 from tests.harness.broker import BrokerCluster, BrokerProcess
 from tests.harness.waiting import wait_for
-from tests.integration.broker.txn_helpers import READ_COMMITTED, READ_UNCOMMITTED, fetch, values
 from tests.integration.replication.replication_support import create_topic, metadata_view
 from tests.integration.transactions.txn_helpers import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
     add_partitions,
     begin,
     describe,
     end_txn,
+    fetch,
     find_coordinator,
     init_producer_id,
     produce_transactional,
     unique,
+    values,
     wait_for_coordinator,
 )
 
@@ -39,19 +40,6 @@ TXN_PARTITIONS = 3
 OVERRIDES = {"transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
              "transaction.state.log.num.partitions": str(TXN_PARTITIONS), "replica.lag.time.max.ms": "5000"}
 
-
-@pytest.fixture
-def cluster(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerCluster]:
-    created = BrokerCluster(3, zk_connect, tmp_path, OVERRIDES)
-    try:
-        created.start()
-        yield created
-    finally:
-        created.kill()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            for b in created.brokers:
-                print(f"--- broker {b.broker_id} log ---\n{b.log_tail(120)}")
 
 
 def _txn_partition(txn: str) -> int:
@@ -68,7 +56,9 @@ def _state(broker: BrokerProcess, txn: str) -> str | None:
     return found.transaction_state if found.error_code == Errors.NONE else None
 
 
-def test_a_new_coordinator_completes_a_commit_prepared_by_a_killed_one(cluster: BrokerCluster) -> None:
+@pytest.mark.parametrize("cluster3", [OVERRIDES], indirect=True)
+def test_a_new_coordinator_completes_a_commit_prepared_by_a_killed_one(cluster3: BrokerCluster) -> None:
+    cluster = cluster3
     brokers = cluster.brokers
     txn, topic = unique("t"), unique("data")
     coordinator = brokers[wait_for_coordinator(brokers[0], txn)]

@@ -253,3 +253,105 @@ def test_idle_transactional_ids_expire(zk_connect: str, tmp_path: Path) -> None:
         fresh_pid, fresh_epoch = begin(process, txn)
         assert fresh_pid != pid and fresh_epoch == 0
         assert [v if v is None else v.producer_id for v in _logged_values(process, txn)][:3] == [pid, None, fresh_pid]
+
+
+def _txn_offset_commit(broker: BrokerProcess, txn: str, group: str, producer: tuple[int, int], member: str,
+                       generation: int, topic: str, offset: int, version: int = 3) -> Errors:
+    from protocol.api_keys import ApiKey
+    from protocol.messages import TxnOffsetCommitRequest as T
+
+    request = T(transactional_id=txn, group_id=group, producer_id=producer[0], producer_epoch=producer[1],
+                generation_id=generation, member_id=member, group_instance_id=None, topics=[
+                    T.TxnOffsetCommitRequestTopic(name=topic, partitions=[T.TxnOffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+                        committed_metadata="")])])
+    return Errors(broker.request(ApiKey.TXN_OFFSET_COMMIT, version, request, timeout=15).topics[0]
+                  .partitions[0].error_code)
+
+
+def test_txn_offset_commit_in_the_middle_of_a_rebalance(broker: BrokerProcess, topic: str) -> None:
+    """A group in PreparingRebalance (a second member is joining) takes a transactional commit of the
+    current generation, refuses another generation or a stranger, and the commit becomes visible with
+    the transaction's marker. Every code here is what a Kafka 3.9 broker answered to the same requests."""
+    from protocol.api_keys import ApiKey
+    from protocol.messages import JoinGroupRequest, OffsetFetchRequest
+    from tests.integration.groups.group_helpers import JOIN_VERSION, describe_group, join_group, stable_member
+    from tests.integration.groups.group_helpers import wait_for_coordinator as wait_for_group_coordinator
+
+    group, txn = unique("g"), unique("t")
+    wait_for_group_coordinator(broker, group)
+    member, generation = stable_member(broker, group)
+    newcomer = join_group(broker, group).member_id  # MEMBER_ID_REQUIRED, then the join that waits
+    with broker.connect() as waiting_join:
+        waiting_join.send(ApiKey.JOIN_GROUP, JOIN_VERSION, JoinGroupRequest(
+            group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id=newcomer,
+            group_instance_id=None, protocol_type="consumer",
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"x")]))
+        wait_for(lambda: describe_group(broker, group).group_state == "PreparingRebalance", "the rebalance")
+        producer = begin(broker, txn)
+        assert add_offsets(broker, txn, *producer, group) is Errors.NONE
+        commit = [_txn_offset_commit(broker, txn, group, producer, member, generation, topic, 7),
+                  _txn_offset_commit(broker, txn, group, producer, member, generation + 1, topic, 8),
+                  _txn_offset_commit(broker, txn, group, producer, "stranger", generation, topic, 9)]
+        assert commit == [Errors.NONE, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID]
+        assert end_txn(broker, txn, *producer, commit=True) is Errors.NONE
+        assert describe_group(broker, group).group_state == "PreparingRebalance"  # the rebalance goes on
+
+    def committed() -> int | None:
+        answer = broker.request(ApiKey.OFFSET_FETCH, 7, OffsetFetchRequest(group_id=group, require_stable=True, topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]))
+        (partition,) = answer.topics[0].partitions if not answer.error_code else (None,)
+        return partition.committed_offset if partition is not None and not partition.error_code else None
+
+    assert wait_for(committed, "the transactional offset after the commit marker") == 7
+
+
+def test_bad_transaction_requests_leave_other_clients_alone(broker: BrokerProcess, topic: str) -> None:
+    """While a confluent-kafka transactional producer commits, raw requests get Kafka's errors: EndTxn for
+    an unknown transactional id, AddPartitionsToTxn with an epoch older than the current one (a fenced
+    producer), WriteTxnMarkers for partitions nobody has; the producer loses nothing."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    from tests.harness.transactional_copy import read_values
+    from tests.integration.transactions.txn_helpers import write_markers
+
+    bystander_topic = unique("bystander")
+    broker.create_topic(bystander_topic, 1)
+    sent: list[bytes] = []
+    failure: list[BaseException] = []
+
+    def bystander() -> None:
+        try:
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("bystander")})
+            producer.init_transactions(30)
+            for n in range(20):
+                producer.begin_transaction()
+                values = [b"%d-%d" % (n, i) for i in range(50)]
+                for value in values:
+                    producer.produce(bystander_topic, value, partition=0)
+                producer.commit_transaction(30)
+                sent.extend(values)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=bystander)
+    thread.start()
+    try:
+        txn = unique("t")
+        pid, epoch = begin(broker, txn)
+        assert begin(broker, txn) == (pid, epoch + 1)  # a second producer with the id: the first is stale
+        for _ in range(5):
+            assert end_txn(broker, unique("unknown"), pid, epoch, commit=True) is Errors.INVALID_PRODUCER_ID_MAPPING
+            assert add_partitions(broker, txn, pid, epoch, [(topic, 0)]) == {(topic, 0): Errors.PRODUCER_FENCED}
+            assert add_partitions(broker, txn, pid, epoch, [(topic, 0)], version=1) == {
+                (topic, 0): Errors.INVALID_PRODUCER_EPOCH}
+            missing = unique("missing")
+            assert write_markers(broker, pid, True, {topic: [9], missing: [0]}, epoch=epoch) == {
+                (topic, 9): Errors.UNKNOWN_TOPIC_OR_PARTITION, (missing, 0): Errors.UNKNOWN_TOPIC_OR_PARTITION}
+    finally:
+        thread.join(120)
+    assert not failure, failure
+    assert read_values(broker.bootstrap, bystander_topic, 1, "read_committed") == {0: sent}
+    assert len(sent) == 1000
