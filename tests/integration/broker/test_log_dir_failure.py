@@ -105,7 +105,7 @@ def test_full_log_dir_goes_offline_and_loses_nothing(zk_connect: str, tmp_path: 
         assert _produce(broker, "t", 0, acknowledged * BATCH_VALUES) == Errors.KAFKA_STORAGE_ERROR
         assert _produce(broker, "t", 1, 4 * BATCH_VALUES) == 0, "the healthy dir's partition must keep working"
         assert broker.process is not None and broker.process.poll() is None
-        wait_for(lambda: "Stopped serving replicas [('t', 0)] in failed dir" in broker.log_path.read_text(),
+        wait_for(lambda: "Stopped serving replicas [('t', 0)] and moving replicas [] in failed dir" in broker.log_path.read_text(),
                  "the failed dir's replicas to go offline", 10)
         full.free()
         broker.stop()
