@@ -174,8 +174,14 @@ class ReplicaManager:
         except InconsistentMetadataError as exc:
             log.error("LeaderAndIsr for %s-%d: %s", topic, state.partition_index, exc)
             return Errors.INCONSISTENT_TOPIC_ID
-        except StorageError as exc:
-            log.error("Cannot create the log of %s-%d: %s", topic, state.partition_index, exc)
+        except StorageError as exc:  # Kafka's markPartitionOffline: KAFKA_STORAGE_ERROR until deleted
+            log.error("Skipped the become-%s state change for %s-%d since the replica for the partition is offline "
+                      "due to storage error %s", "leader" if state.leader == self.broker_id else "follower",
+                      topic, state.partition_index, exc)
+            await self._stop_fetching([tp])
+            self.offline_partitions.add(tp)
+            if self.partitions.pop(tp, None) is not None:
+                self.complete_delayed_requests(tp)
             return Errors.KAFKA_STORAGE_ERROR
         if partition is None:
             partition = self.partitions[tp] = Partition(topic, state.partition_index, self.broker_id)

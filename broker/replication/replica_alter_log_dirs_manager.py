@@ -10,7 +10,9 @@ passed it, and is cut back by leader epochs when the current log was truncated (
 change) so the two never disagree. Once the future log has everything, the swap
 (``LogManager.replace_current_with_future``) happens under the current log's lock, so no
 append slips in between; the batches that arrived since the last chunk are copied under that
-lock too, so a move completes under steady produce. Logs left by a crash are picked up again:
+lock too, so a move completes under steady produce. As Kafka's thread, it moves one replica at
+a time, in topic-partition order (each move finishes sooner), and stays within
+``replica.alter.log.dirs.io.max.bytes.per.second``. Logs left by a crash are picked up again:
 the LogManager loads ``-future`` dirs and the ReplicaManager resumes their moves.
 """
 
@@ -27,6 +29,7 @@ from storage.log import FetchIsolation, Log
 
 if TYPE_CHECKING:
     from broker.partition import Partition
+    from broker.replication.replication_quota import ReplicationQuotaManager
     from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -43,12 +46,15 @@ class MoveState(enum.Enum):
 
 
 class ReplicaAlterLogDirsManager:
-    def __init__(self, log_manager: LogManager, run_blocking: RunBlocking, chunk_bytes: int, backoff_ms: int) -> None:
+    def __init__(self, log_manager: LogManager, run_blocking: RunBlocking, chunk_bytes: int, backoff_ms: int,
+                 quota: ReplicationQuotaManager | None = None) -> None:
         self.log_manager = log_manager
         self.run_blocking = run_blocking
         self.chunk_bytes = max(1, chunk_bytes)
         self.backoff_ms = backoff_ms
+        self.quota = quota
         self.moving: dict[TopicPartition, Partition] = {}
+        self._delayed_until: dict[TopicPartition, float] = {}  # event-loop time
         # Held while a step runs; ``remove_partitions`` takes it, so no step is under way afterwards.
         self.processing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -70,6 +76,7 @@ class ReplicaAlterLogDirsManager:
         """Stop moving these replicas: no step is under way for them once this returns."""
         async with self.processing:
             for tp in tps:
+                self._delayed_until.pop(tp, None)
                 if self.moving.pop(tp, None) is not None:
                     await self.run_blocking(self.log_manager.resume_cleaning, tp)
 
@@ -80,44 +87,56 @@ class ReplicaAlterLogDirsManager:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while self.moving:
-            progressed = False
-            for tp, partition in list(self.moving.items()):
-                async with self.processing:
-                    if self.moving.get(tp) is not partition:
-                        continue
-                    try:
-                        state = await self.run_blocking(self.step, tp, partition)
-                    except StorageError as exc:  # a failed dir also goes offline through its channel
-                        log.error("Moving %s-%d between log dirs failed: %s", *tp, exc)
-                        state = MoveState.GONE
-                    if state in (MoveState.DONE, MoveState.GONE):
-                        del self.moving[tp]
-                    if state is MoveState.GONE:  # the swap itself resumes cleaning
-                        await self.run_blocking(self.log_manager.resume_cleaning, tp)
-                    progressed = progressed or state is not MoveState.IDLE
-            if not progressed:
-                await asyncio.sleep(self.backoff_ms / 1000)
+            if self.quota is not None and self.quota.is_quota_exceeded():
+                await asyncio.sleep(self.quota.window_s)
+                continue
+            now = loop.time()
+            ready = [tp for tp in self.moving if self._delayed_until.get(tp, 0.0) <= now]
+            if not ready:
+                await asyncio.sleep(min(self._delayed_until[tp] for tp in self.moving) - now)
+                continue
+            tp = min(ready)  # Kafka's selectPartitionToFetch: one move at a time, in order
+            async with self.processing:
+                partition = self.moving.get(tp)
+                if partition is None:
+                    continue
+                try:
+                    state, copied = await self.run_blocking(self.step, tp, partition)
+                except StorageError as exc:  # a failed dir also goes offline through its channel
+                    log.error("Moving %s-%d between log dirs failed: %s", *tp, exc)
+                    state, copied = MoveState.GONE, 0
+                if self.quota is not None:
+                    self.quota.record(copied)
+                if state is MoveState.IDLE:
+                    self._delayed_until[tp] = loop.time() + self.backoff_ms / 1000
+                elif state in (MoveState.DONE, MoveState.GONE):
+                    del self.moving[tp]
+                    self._delayed_until.pop(tp, None)
+                if state is MoveState.GONE:  # the swap itself resumes cleaning
+                    await self.run_blocking(self.log_manager.resume_cleaning, tp)
 
     # --- one step, on a pool thread -----------------------------------------------------------
-    def step(self, tp: TopicPartition, partition: Partition) -> MoveState:
-        """Copy one chunk; when the future log is at the current log's end, finish under its lock."""
+    def step(self, tp: TopicPartition, partition: Partition) -> tuple[MoveState, int]:
+        """Copy one chunk; when the future log is at the current log's end, finish under its lock.
+        Returns the state and the bytes copied."""
         current = partition.log
         future = self.log_manager.get_log(*tp, future=True)
         if current is None or future is None:
-            return MoveState.GONE
+            return MoveState.GONE, 0
         copied = self._copy_chunk(current, future)
         if future.log_end_offset < current.log_end_offset:
-            return MoveState.COPYING if copied else MoveState.IDLE
+            return (MoveState.COPYING if copied else MoveState.IDLE), copied
         with current.exclusive():
             if self.log_manager.get_log(*tp, future=True) is not future or partition.log is not current:
-                return MoveState.COPYING  # replaced meanwhile: look again
-            while self._copy_chunk(current, future):
-                pass
+                return MoveState.COPYING, copied  # replaced meanwhile: look again
+            while chunk := self._copy_chunk(current, future):
+                copied += chunk
             if future.log_end_offset != current.log_end_offset:
-                return MoveState.COPYING
+                return MoveState.COPYING, copied
             self.log_manager.replace_current_with_future(*tp)
-        return MoveState.DONE
+        return MoveState.DONE, copied
 
     def _copy_chunk(self, current: Log, future: Log) -> int:
         """Bring the future log in line with the current one and append its next batches; the bytes copied."""

@@ -42,7 +42,7 @@ def _step_until_done(mover: ReplicaAlterLogDirsManager, partition: Partition, be
     for steps in range(1, 1000):
         if callable(between):
             between()
-        if mover.step(("t", 0), partition) is MoveState.DONE:
+        if mover.step(("t", 0), partition)[0] is MoveState.DONE:
             return steps
     raise AssertionError("the move never completed")
 
@@ -85,7 +85,7 @@ def test_a_restart_mid_move_resumes_from_the_future_log(tmp_path: Path) -> None:
     d0, d1 = manager.log_dirs
     partition = _partition(manager)
     mover = _start_move(manager, d1)
-    assert mover.step(("t", 0), partition) is MoveState.COPYING
+    assert mover.step(("t", 0), partition)[0] is MoveState.COPYING
     copied = manager.get_log("t", 0, future=True)
     assert copied is not None and 0 < copied.log_end_offset < 50
     manager.shutdown()
