@@ -6,11 +6,24 @@ The image and the mount point carry the network's tag in their names, which is h
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from tests.faults.netns import sh
 
 FILLER = "filler"
+
+
+def loop_disks_unavailable_reason() -> str | None:
+    """Why loop-mounted disks cannot be made here, or None when they can."""
+    if os.geteuid() != 0:
+        return "loop-mounted disks need root (losetup, mount)"
+    for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (scripts/bootstrap.sh installs it)"
+    if not os.path.exists("/dev/loop-control"):
+        return "this kernel offers no loop devices (/dev/loop-control is absent)"
+    return None
 
 
 class SmallDisk:

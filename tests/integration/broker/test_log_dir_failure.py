@@ -9,12 +9,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
-from protocol.messages import FetchRequest, ProduceRequest
+from protocol.messages import DescribeLogDirsRequest, FetchRequest, ProduceRequest
 from protocol.records.builder import RecordBatchBuilder
 from protocol.records.log_entry import decode_entry_records, iter_log_entries
 from tests.harness.broker import BrokerProcess
@@ -28,10 +29,9 @@ BATCH_VALUES = 50
 @pytest.fixture
 def small_disks(tmp_path: Path) -> Iterator[list["SmallDisk"]]:
     """Two 32 MiB loop-mounted filesystems (root only)."""
-    from tests.faults.disks import SmallDisk
-    from tests.faults.netns import netns_unavailable_reason
+    from tests.faults.disks import SmallDisk, loop_disks_unavailable_reason
 
-    if reason := netns_unavailable_reason():
+    if reason := loop_disks_unavailable_reason():
         pytest.skip(reason)
     tag = f"pkfd{uuid.uuid4().hex[:4]}"
     disks = [SmallDisk(tag, tmp_path, f"dir{i}", size_mib=32) for i in range(2)]
@@ -143,5 +143,49 @@ def test_broker_halts_when_its_only_log_dir_fills(zk_connect: str, tmp_path: Pat
         broker.start()
         wait_for(lambda: _values(broker, "t", 0) == _acknowledged(acknowledged), "acknowledged records after the restart",
                  30)
+    finally:
+        broker.stop()
+
+
+def _partition_metadata(broker: BrokerProcess, topic: str, partition: int) -> Any:
+    (found,) = [p for p in broker.metadata([topic]).topics[0].partitions if p.partition_index == partition]
+    return found
+
+
+def test_a_log_dir_unusable_at_startup_is_offline_and_its_replicas_are_not_recreated(zk_connect: str,
+                                                                                     tmp_path: Path) -> None:
+    """Kafka's log.dirs with a dir that fails at start-up: the broker starts on the others; the
+    replicas that lived there answer KAFKA_STORAGE_ERROR and the controller takes them offline,
+    instead of the broker creating them empty elsewhere (that would lose what they held); once the
+    disk is back, a restart serves them with their data."""
+    dirs = [tmp_path / "disk0", tmp_path / "disk1"]
+    broker = BrokerProcess(zk_connect, 0, tmp_path, {"log.dirs": ",".join(map(str, dirs))})
+    broker.start()
+    try:
+        broker.create_topic("t", partitions=2)
+        for first in range(0, 3 * BATCH_VALUES, BATCH_VALUES):
+            assert _produce(broker, "t", 0, first) == 0 and _produce(broker, "t", 1, first) == 0
+        assert (dirs[1] / "t-1").is_dir()
+        broker.stop()
+        dirs[1].rename(tmp_path / "disk1-away")
+        dirs[1].write_text("a dead disk")
+        broker.start()
+        every_partition = DescribeLogDirsRequest(topics=None)
+        results = {r.log_dir: r for r in broker.request(ApiKey.DESCRIBE_LOG_DIRS, 4, every_partition).results}
+        assert (results[str(dirs[1])].error_code, results[str(dirs[1])].topics) == (Errors.KAFKA_STORAGE_ERROR, [])
+        assert results[str(dirs[0])].error_code == 0
+        offline = wait_for(lambda: (p := _partition_metadata(broker, "t", 1)).leader_id == -1 and p,
+                           "t-1 to go offline")
+        assert list(offline.offline_replicas) == [0]
+        assert _produce(broker, "t", 1, 0) == Errors.KAFKA_STORAGE_ERROR
+        assert _produce(broker, "t", 0, 3 * BATCH_VALUES) == 0, "the healthy dir must keep serving"
+        assert not (dirs[0] / "t-1").exists()
+        broker.stop()
+        dirs[1].unlink()
+        (tmp_path / "disk1-away").rename(dirs[1])
+        broker.start()
+        wait_for(lambda: _partition_metadata(broker, "t", 1).leader_id == 0, "t-1 back online")
+        assert _values(broker, "t", 1) == _acknowledged(3)
+        assert _values(broker, "t", 0) == _acknowledged(4)
     finally:
         broker.stop()
