@@ -135,7 +135,8 @@ class LogManager:
             for log_dir in self.live_log_dirs:
                 self._lock_dir(log_dir)
             if broker_id is not None:
-                ensure_meta_properties(self.live_log_dirs, broker_id, cluster_id, on_io_error=self._dir_failed_at_startup)
+                ensure_meta_properties(self.live_log_dirs, broker_id, cluster_id,
+                                       on_io_error=self._dir_failed_at_startup)
             for log_dir in self.live_log_dirs:
                 try:
                     for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
@@ -201,7 +202,8 @@ class LogManager:
         try:
             fd = os.open(os.path.join(log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Disk error while locking directory {log_dir}", exc)
+            self.failure_channel.maybe_add_offline_log_dir(
+                log_dir, f"Disk error while locking directory {log_dir}", exc)
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -272,7 +274,10 @@ class LogManager:
                 dir_clean = all(l.recovery_point >= l.log_end_offset for l in self._logs_in(log_dir).values())
                 if dir_clean:
                     body = json.dumps({"version": 0, "brokerEpoch": ZK_MODE_BROKER_EPOCH}, separators=(",", ":"))
-                    write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), body.encode())
+                    try:
+                        write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), body.encode())
+                    except OSError as exc:  # the dir failed meanwhile: the next start recovers its logs
+                        log.error("Disk error while writing the clean shutdown marker in %s: %s", log_dir, exc)
                 else:
                     log.warning("not marking %s as cleanly shut down: a log found corrupt data", log_dir)
             self._logs.clear()
@@ -596,13 +601,16 @@ class LogManager:
             return found
 
     def _checkpoint(self, log_dir: str, name: str, value: Callable[[Log], int | None]) -> None:
-        """Write one checkpoint file of a dir; an I/O error takes the dir offline."""
+        """Write one checkpoint file of a dir; an I/O error takes the dir offline (the other dirs'
+        checkpoints are still written, as Kafka's checkpoint tasks go on after a failed dir)."""
+        if self.failure_channel.is_offline(log_dir):
+            return
         offsets = {tp: v for tp, l in self._logs_in(log_dir).items() if (v := value(l)) is not None}
         try:
             OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
         except OSError as exc:
-            self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while writing {name} in dir {log_dir}", exc)
-            raise KafkaStorageError(f"cannot write {name} in {log_dir}: {exc}") from exc
+            self.failure_channel.maybe_add_offline_log_dir(
+                log_dir, f"Disk error while writing {name} in directory {log_dir}", exc)
 
     def checkpoint_recovery_points(self) -> None:
         """Write recovery points, then drop producer snapshots that recovery can no longer need."""

@@ -75,6 +75,17 @@ class SmallDisk:
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)
 
+    def fail(self) -> None:
+        """Abort the filesystem (ext4's ``abort`` option, what ``errors=remount-ro`` does to a failing
+        disk): from now on every write, fsync and file creation on it fails with EROFS."""
+        sh("mount", "-o", "remount,abort", str(self.mount_point))
+
+    def repair(self) -> None:
+        """The disk is back: unmount it (nothing may use it), check it and mount it again."""
+        sh("umount", str(self.mount_point))
+        sh("e2fsck", "-f", "-y", str(self.image), check=False)  # exit 1: errors were corrected
+        sh("mount", "-o", "loop", str(self.image), str(self.mount_point))
+
     def unmount(self) -> None:
         sh("umount", "-l", str(self.mount_point), check=False)
         self.image.unlink(missing_ok=True)

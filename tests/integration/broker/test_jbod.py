@@ -116,7 +116,7 @@ def test_reassign_partitions_moves_replicas_between_dirs_while_a_producer_writes
     before = {p: _dir_of(jbod_broker, topic, p) for p in range(2)}
     targets = {(topic, p): next(d for d in _dirs(jbod_broker) if d != before[p]) for p in range(2)}
     plan = _reassign(cli, jbod_broker, tmp_path, targets)
-    wait_for(lambda: "Reassignment of replica %s-0-0 completed successfully" % topic in _verify(cli, jbod_broker, plan)
+    wait_for(lambda: f"Reassignment of replica {topic}-0-0 completed successfully" in _verify(cli, jbod_broker, plan)
              and all(_dir_of(jbod_broker, t, p) == d for (t, p), d in targets.items()), "the moves", 60)
     producer.wait_for_progress(2000)
     back = _reassign(cli, jbod_broker, tmp_path, {(topic, p): before[p] for p in range(2)})
@@ -152,7 +152,7 @@ def test_a_throttled_move_shows_its_future_log_and_resumes_after_a_restart(
     assert f"loading future log {future_dir}" in jbod_broker.log_path.read_text()
     cli.run("kafka-configs", ["--bootstrap-server", jbod_broker.bootstrap, "--alter", "--entity-type", "brokers",
                               "--entity-name", "0", "--delete-config", "replica.alter.log.dirs.io.max.bytes.per.second"])
-    wait_for(lambda: "Reassignment of replica %s-0-0 completed successfully" % topic in _verify(cli, jbod_broker, plan),
+    wait_for(lambda: f"Reassignment of replica {topic}-0-0 completed successfully" in _verify(cli, jbod_broker, plan),
              "the resumed move", 60)
     assert _dir_of(jbod_broker, topic, 0) == target and not os.path.exists(os.path.join(target, future_dir))
     check_exactly_once(producer, read_all(jbod_broker.bootstrap, topic, 1))

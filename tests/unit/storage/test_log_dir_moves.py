@@ -82,7 +82,7 @@ def test_the_future_log_copies_while_appends_go_on_then_replaces_the_current_log
 
 def test_a_restart_mid_move_resumes_from_the_future_log(tmp_path: Path) -> None:
     manager = _manager(tmp_path)
-    d0, d1 = manager.log_dirs
+    _, d1 = manager.log_dirs
     partition = _partition(manager)
     mover = _start_move(manager, d1)
     assert mover.step(("t", 0), partition)[0] is MoveState.COPYING

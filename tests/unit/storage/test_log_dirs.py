@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -91,3 +92,28 @@ def test_offline_dirs_named_at_startup_are_not_loaded(tmp_path: Path) -> None:
     with pytest.raises(KafkaStorageError):
         restarted.get_or_create_log("t", 1, is_new=False)
     restarted.shutdown()
+
+
+@pytest.mark.parametrize("failing", ["pread", "fsync"])
+def test_a_read_or_flush_that_fails_takes_the_dir_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          failing: str) -> None:
+    """Kafka's maybeHandleIOException around reads and flushes: the dir goes offline, the caller gets
+    KAFKA_STORAGE_ERROR, and the other dir's logs are untouched."""
+    manager = _manager(tmp_path)
+    failed, healthy = manager.get_or_create_log("t", 0), manager.get_or_create_log("t", 1)
+    for log in (failed, healthy):
+        log.append_as_leader(batch(3), leader_epoch=0)
+    reported = []
+    manager.failure_channel.set_handler(reported.append)
+
+    def broken(*args: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, failing, broken)
+        with pytest.raises(KafkaStorageError):
+            failed.read(0, 1 << 20) if failing == "pread" else failed.flush()
+    assert reported == [parent_dir(failed)] and manager.offline_log_dirs == [parent_dir(failed)]
+    assert manager.handle_log_dir_failure(parent_dir(failed)) == ([("t", 0)], [])
+    assert offsets_in(read_all(healthy)) == [0, 1, 2] and manager.get_log("t", 0) is None
+    manager.shutdown()
