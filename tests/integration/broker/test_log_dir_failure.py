@@ -96,17 +96,27 @@ def _acknowledged(first_batches: int) -> list[bytes]:
     return [b"v%d" % i for i in range(first_batches * BATCH_VALUES)]
 
 
+def _start_with_topic(broker: BrokerProcess, batches: int) -> None:
+    """Start the broker, create t with two partitions (one per log dir) and produce ``batches`` to each."""
+    broker.start()
+    broker.create_topic("t", partitions=2)
+    for first in range(0, batches * BATCH_VALUES, BATCH_VALUES):
+        assert _produce(broker, "t", 0, first) == 0 and _produce(broker, "t", 1, first) == 0
+
+
+def _every_dir_error(broker: BrokerProcess) -> dict[str, int]:
+    results = broker.request(ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None)).results
+    return {r.log_dir: r.error_code for r in results}
+
+
 def test_full_log_dir_goes_offline_and_loses_nothing(zk_connect: str, tmp_path: Path,
                                                      small_disks: list[SmallDisk]) -> None:
     """Two log dirs: the full one's partition answers KAFKA_STORAGE_ERROR, the other keeps working."""
     broker = BrokerProcess(zk_connect, 0, tmp_path, {"log.dirs": ",".join(str(d.mount_point) for d in small_disks),
                                                      "log.segment.bytes": str(1 << 20)})
     broker.log_dir = small_disks[0].mount_point
-    broker.start()
     try:
-        broker.create_topic("t", partitions=2)
-        for first in range(0, 4 * BATCH_VALUES, BATCH_VALUES):
-            assert _produce(broker, "t", 0, first) == 0 and _produce(broker, "t", 1, first) == 0
+        _start_with_topic(broker, 4)
         full = next(d for d in small_disks if (d.mount_point / "t-0").is_dir())
         full.fill()
         acknowledged, code = _produce_until_error(broker, 4)
@@ -114,8 +124,8 @@ def test_full_log_dir_goes_offline_and_loses_nothing(zk_connect: str, tmp_path: 
         assert _produce(broker, "t", 0, acknowledged * BATCH_VALUES) == Errors.KAFKA_STORAGE_ERROR
         assert _produce(broker, "t", 1, 4 * BATCH_VALUES) == 0, "the healthy dir's partition must keep working"
         assert broker.process is not None and broker.process.poll() is None
-        wait_for(lambda: "Stopped serving replicas [('t', 0)] and moving replicas [] in failed dir" in broker.log_path.read_text(),
-                 "the failed dir's replicas to go offline", 10)
+        wait_for(lambda: "Stopped serving replicas [('t', 0)] and moving replicas [] in failed dir"
+                 in broker.log_path.read_text(), "the failed dir's replicas to go offline", 10)
         full.free()
         broker.stop()
         broker.start()
@@ -169,20 +179,14 @@ def test_a_log_dir_unusable_at_startup_is_offline_and_its_replicas_are_not_recre
     disk is back, a restart serves them with their data."""
     dirs = [tmp_path / "disk0", tmp_path / "disk1"]
     broker = BrokerProcess(zk_connect, 0, tmp_path, {"log.dirs": ",".join(map(str, dirs))})
-    broker.start()
     try:
-        broker.create_topic("t", partitions=2)
-        for first in range(0, 3 * BATCH_VALUES, BATCH_VALUES):
-            assert _produce(broker, "t", 0, first) == 0 and _produce(broker, "t", 1, first) == 0
+        _start_with_topic(broker, 3)
         assert (dirs[1] / "t-1").is_dir()
         broker.stop()
         dirs[1].rename(tmp_path / "disk1-away")
         dirs[1].write_text("a dead disk")
         broker.start()
-        every_partition = DescribeLogDirsRequest(topics=None)
-        results = {r.log_dir: r for r in broker.request(ApiKey.DESCRIBE_LOG_DIRS, 4, every_partition).results}
-        assert (results[str(dirs[1])].error_code, results[str(dirs[1])].topics) == (Errors.KAFKA_STORAGE_ERROR, [])
-        assert results[str(dirs[0])].error_code == 0
+        assert _every_dir_error(broker) == {str(dirs[0]): 0, str(dirs[1]): Errors.KAFKA_STORAGE_ERROR}
         out = kafka_cli(tmp_path / "cli").run("kafka-log-dirs", ["--bootstrap-server", broker.bootstrap, "--describe"])
         (described,) = json.loads(out.stdout.splitlines()[-1])["brokers"]
         assert {d["logDir"]: d["error"] for d in described["logDirs"]} == {
@@ -215,17 +219,12 @@ def test_a_disk_that_starts_failing_is_found_without_traffic_and_comes_back_afte
     broker = BrokerProcess(zk_connect, 0, tmp_path, {
         "log.dirs": ",".join(str(d.mount_point) for d in small_disks),
         "replica.high.watermark.checkpoint.interval.ms": "500", "log.flush.interval.messages": "1"})
-    broker.start()
     try:
-        broker.create_topic("t", partitions=2)
-        for first in range(0, 3 * BATCH_VALUES, BATCH_VALUES):
-            assert _produce(broker, "t", 0, first) == 0 and _produce(broker, "t", 1, first) == 0
+        _start_with_topic(broker, 3)
         failing = next(d for d in small_disks if (d.mount_point / "t-0").is_dir())
         failing.fail()
-        every_partition = DescribeLogDirsRequest(topics=None)
-        wait_for(lambda: {r.log_dir: r.error_code for r in broker.request(
-            ApiKey.DESCRIBE_LOG_DIRS, 4, every_partition).results}[str(failing.mount_point)]
-            == Errors.KAFKA_STORAGE_ERROR, "the failed disk's dir to go offline", 30)
+        wait_for(lambda: _every_dir_error(broker)[str(failing.mount_point)] == Errors.KAFKA_STORAGE_ERROR,
+                 "the failed disk's dir to go offline", 30)
         assert "Disk error while writing replication-offset-checkpoint" in broker.log_path.read_text()
         assert _produce(broker, "t", 0, 3 * BATCH_VALUES) == Errors.KAFKA_STORAGE_ERROR
         assert _fetch(broker, "t", 0).error_code == Errors.KAFKA_STORAGE_ERROR
