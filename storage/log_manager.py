@@ -515,10 +515,17 @@ class LogManager:
             self._add_log(tp, dest, dest_dir)
             source.moved_to = dest
             self._logs_to_be_deleted.append((now_ms(), source))
+        # The swap is done: a failed dir from here on is reported, not raised (the move succeeded).
         if self.cleaner is not None:
-            self.cleaner.alter_checkpoint_dir(tp, source_dir, dest_dir)
+            try:
+                self.cleaner.alter_checkpoint_dir(tp, source_dir, dest_dir)
+            except OSError as exc:
+                log.error("Failed to move the cleaner checkpoint of %s-%d to %s: %s", topic, partition, dest_dir, exc)
             self.cleaner.resume_cleaning([tp])
-        source.rename_dir(suffixed_dir_name(topic, partition, DELETE_DIR_SUFFIX))
+        try:
+            source.rename_dir(suffixed_dir_name(topic, partition, DELETE_DIR_SUFFIX))
+        except KafkaStorageError as exc:  # its dir is offline now; the replaced log stays there
+            log.error("Could not mark the replaced log %s for deletion: %s", source.dir, exc)
         self.checkpoint_log_dir(source_dir)
         self.checkpoint_log_dir(dest_dir)
         log.info("The current replica is successfully replaced with the future replica for %s-%d", topic, partition)

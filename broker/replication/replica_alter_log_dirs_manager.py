@@ -107,6 +107,9 @@ class ReplicaAlterLogDirsManager:
                 except StorageError as exc:  # a failed dir also goes offline through its channel
                     log.error("Moving %s-%d between log dirs failed: %s", *tp, exc)
                     state, copied = MoveState.GONE, 0
+                except Exception:  # as Kafka's fetcher threads mark a partition failed: the others go on
+                    log.exception("Moving %s-%d between log dirs failed", *tp)
+                    state, copied = MoveState.GONE, 0
                 if self.quota is not None:
                     self.quota.record(copied)
                 if state is MoveState.IDLE:

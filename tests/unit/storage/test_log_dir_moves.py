@@ -143,3 +143,19 @@ def _batch_at(offset: int, epoch: int) -> bytearray:
     set_base_offset(records, 0, offset)
     set_partition_leader_epoch(records, 0, epoch)
     return records
+
+
+def test_a_move_whose_destination_dir_fails_ends_and_the_current_log_serves_on(tmp_path: Path) -> None:
+    manager = _manager(tmp_path)
+    d0, d1 = manager.log_dirs
+    partition = _partition(manager)
+    mover = _start_move(manager, d1)
+    assert mover.step(("t", 0), partition)[0] is MoveState.COPYING
+    manager.failure_channel.maybe_add_offline_log_dir(d1, "test", OSError("the disk went away"))
+    assert manager.handle_log_dir_failure(d1) == ([], [("t", 0)])
+    assert mover.step(("t", 0), partition) == (MoveState.GONE, 0)
+    current = partition.log
+    assert current is not None and parent_dir(current) == d0 and current is manager.get_log("t", 0)
+    current.append_as_leader(batch(1), leader_epoch=0)
+    assert offsets_in(read_all(current)) == list(range(51))
+    manager.shutdown()
