@@ -38,6 +38,15 @@ def _start_move(manager: LogManager, to: str) -> ReplicaAlterLogDirsManager:
     return ReplicaAlterLogDirsManager(manager, run_blocking=None, chunk_bytes=300, backoff_ms=10)  # type: ignore[arg-type]
 
 
+def _copying_to_d1(tmp_path: Path) -> tuple[LogManager, Partition, ReplicaAlterLogDirsManager]:
+    """t-0 (50 records) in d0, its move to d1 one chunk in."""
+    manager = _manager(tmp_path)
+    partition = _partition(manager)
+    mover = _start_move(manager, manager.log_dirs[1])
+    assert mover.step(("t", 0), partition)[0] is MoveState.COPYING
+    return manager, partition, mover
+
+
 def _step_until_done(mover: ReplicaAlterLogDirsManager, partition: Partition, between: object = None) -> int:
     for steps in range(1, 1000):
         if callable(between):
@@ -81,11 +90,8 @@ def test_the_future_log_copies_while_appends_go_on_then_replaces_the_current_log
 
 
 def test_a_restart_mid_move_resumes_from_the_future_log(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
-    _, d1 = manager.log_dirs
-    partition = _partition(manager)
-    mover = _start_move(manager, d1)
-    assert mover.step(("t", 0), partition)[0] is MoveState.COPYING
+    manager, partition, _ = _copying_to_d1(tmp_path)
+    d1 = manager.log_dirs[1]
     copied = manager.get_log("t", 0, future=True)
     assert copied is not None and 0 < copied.log_end_offset < 50
     manager.shutdown()
@@ -146,11 +152,8 @@ def _batch_at(offset: int, epoch: int) -> bytearray:
 
 
 def test_a_move_whose_destination_dir_fails_ends_and_the_current_log_serves_on(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+    manager, partition, mover = _copying_to_d1(tmp_path)
     d0, d1 = manager.log_dirs
-    partition = _partition(manager)
-    mover = _start_move(manager, d1)
-    assert mover.step(("t", 0), partition)[0] is MoveState.COPYING
     manager.failure_channel.maybe_add_offline_log_dir(d1, "test", OSError("the disk went away"))
     assert manager.handle_log_dir_failure(d1) == ([], [("t", 0)])
     assert mover.step(("t", 0), partition) == (MoveState.GONE, 0)
