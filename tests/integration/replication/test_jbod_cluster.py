@@ -18,7 +18,7 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
-from protocol.messages import DescribeLogDirsRequest
+from protocol.messages import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
 from tests.faults.disks import SmallDisk, loop_disks_unavailable_reason, remove_tag_mounts
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_cli import KafkaCli, kafka_cli
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
 DISK_MIB = 48
+A = AlterReplicaLogDirsRequest
 
 
 class JbodCluster:
@@ -169,3 +170,27 @@ def test_a_full_disk_under_the_leader_moves_leadership_and_loses_no_acknowledged
     producer.finish(300)
     assert len(producer.acked) == 20_000
     check_exactly_once(producer, read_all(jbod_cluster.bootstrap, topic, PARTITIONS))
+
+
+def test_a_replica_reassigned_to_another_broker_is_created_in_the_dir_asked_for_before(
+        jbod_cluster: JbodCluster, cli: KafkaCli, tmp_path: Path) -> None:
+    """AlterReplicaLogDirs for a replica a broker does not host yet answers REPLICA_NOT_AVAILABLE and
+    remembers the dir: when the reassignment brings the replica there, its log is created in it
+    (what kafka-reassign-partitions.sh relies on for a plan with log_dirs on new brokers)."""
+    topic = f"newhome-{uuid.uuid4().hex[:6]}"
+    jbod_cluster.brokers[0].create_topic(topic, partitions=1, replication_factor=1)
+    (home,) = _partitions(jbod_cluster.brokers[0], topic)[0].replica_nodes
+    target = next(b for b in jbod_cluster.brokers if b.broker_id != home)
+    wanted = jbod_cluster.dirs(target.broker_id)[1]
+    request = A(dirs=[A.AlterReplicaLogDir(path=wanted, topics=[A.AlterReplicaLogDirTopic(name=topic, partitions=[0])])])
+    wait_for(lambda: target.request(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, request).results[0].partitions[0].error_code
+             == Errors.REPLICA_NOT_AVAILABLE, "the target broker to know the topic")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [target.broker_id], "log_dirs": [wanted]}]}))
+    cli.run("kafka-reassign-partitions", ["--bootstrap-server", jbod_cluster.bootstrap, "--execute",
+                                          "--reassignment-json-file", str(plan)])
+    wait_for(lambda: list(_partitions(jbod_cluster.brokers[0], topic)[0].replica_nodes) == [target.broker_id],
+             "the reassignment", 60)
+    assert os.path.isdir(os.path.join(wanted, f"{topic}-0"))
+    assert f"Created log for partition {topic}-0 in {wanted}/{topic}-0" in target.log_path.read_text()
