@@ -527,7 +527,6 @@ class LogManager:
         except KafkaStorageError as exc:  # its dir is offline now; the replaced log stays there
             log.error("Could not mark the replaced log %s for deletion: %s", source.dir, exc)
         self.checkpoint_log_dir(source_dir)
-        self.checkpoint_log_dir(dest_dir)
         log.info("The current replica is successfully replaced with the future replica for %s-%d", topic, partition)
         return dest
 
