@@ -110,7 +110,7 @@ def test_reassign_partitions_moves_replicas_between_dirs_while_a_producer_writes
         jbod_broker: BrokerProcess, cli: KafkaCli, tmp_path: Path) -> None:
     topic = f"moving-{uuid.uuid4().hex[:6]}"
     jbod_broker.create_topic(topic, partitions=2)
-    producer = NumberedProducer(jbod_broker.bootstrap, topic, 2, rate=2000, n=20_000)
+    producer = NumberedProducer(jbod_broker.bootstrap, topic, 2, rate=2000)
     producer.start()
     producer.wait_for_progress(2000)
     before = {p: _dir_of(jbod_broker, topic, p) for p in range(2)}
@@ -122,7 +122,8 @@ def test_reassign_partitions_moves_replicas_between_dirs_while_a_producer_writes
     back = _reassign(cli, jbod_broker, tmp_path, {(topic, p): before[p] for p in range(2)})
     wait_for(lambda: all(_dir_of(jbod_broker, topic, p) == before[p] for p in range(2)), "the moves back", 60)
     assert "completed successfully" in _verify(cli, jbod_broker, back)
-    producer.finish(300)
+    producer.wait_for_progress(1000)
+    producer.stop(300)
     check_exactly_once(producer, read_all(jbod_broker.bootstrap, topic, 2))
     wait_for(lambda: not any(n.startswith(topic) and n.endswith("-delete")
                              for d in _dirs(jbod_broker) for n in os.listdir(d)), "the replaced logs to be deleted", 30)
