@@ -23,6 +23,7 @@ from broker.config_defs import (
     SECURITY_PROTOCOLS,
     SYNONYM_TO_MS,
     TOPIC_CONFIG_SYNONYMS,
+    UNSUPPORTED_KEYS,
     ConfigError,
     ConfigKey,
 )
@@ -141,9 +142,19 @@ class EndPoint:
         return f"{self.listener_name}://{host}:{self.port}"
 
 
-def parse_endpoints(key: str, entries: Iterable[str], protocol_map: Mapping[str, str]) -> list[EndPoint]:
+def _with_synonyms(props: Mapping[str, Any]) -> dict[str, Any]:
+    """Kafka's KafkaConfig.populateSynonyms: broker.id and node.id stand for each other."""
+    merged = dict(props)
+    for key, synonym in (("broker.id", "node.id"), ("node.id", "broker.id")):
+        if key in merged and synonym not in merged:
+            merged[synonym] = merged[key]
+    return merged
+
+
+def parse_endpoints(key: str, text: str, protocol_map: Mapping[str, str]) -> list[EndPoint]:
+    """A listeners string: comma-separated NAME://host:port entries."""
     endpoints = []
-    for entry in entries:
+    for entry in filter(None, (part.strip() for part in text.split(","))):
         match = _ENDPOINT.match(entry.strip())
         if not match:
             raise ConfigError(key, f"unable to parse {entry!r} as a listener (expected NAME://host:port)")
@@ -295,11 +306,13 @@ class KafkaConfig:
     producer_id_expiration_ms = _Value[int]("producer.id.expiration.ms")
 
     def __init__(self, props: Mapping[str, Any]) -> None:
-        self.originals: dict[str, Any] = dict(props)
+        self.originals: dict[str, Any] = _with_synonyms(props)
         for key in sorted(set(props) - CONFIG_KEYS.keys()):
             if _listener_override(key) is None:
                 log.warning("The configuration '%s' was supplied but isn't a known config.", key)
-        self._values = self._parse_all(props)
+        for key in sorted(set(props) & UNSUPPORTED_KEYS):
+            log.warning("The configuration '%s' was supplied but this broker does not implement it.", key)
+        self._values = self._parse_all(self.originals)
         self._listener_values = _parse_listener_overrides(props)
         self._validate(self._values, self.originals)
 

@@ -4,7 +4,8 @@ Names and defaults follow Kafka's ServerConfigs, ServerLogConfigs, SocketServerC
 ReplicationConfigs, ZkConfigs, GroupCoordinatorConfig and TransactionLogConfig, so a
 server.properties written for Kafka means the same thing here. ``ConfigType`` uses the
 numbering of the DescribeConfigs response so handlers can report types directly.
-Only ZooKeeper-mode keys are defined; anything else is reported as unknown.
+Keys of features this broker does not have are known too (``config_defs_unsupported``), as
+in Kafka; anything else is reported as unknown.
 """
 
 from __future__ import annotations
@@ -15,12 +16,21 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from broker.config_defs_unsupported import UNSUPPORTED_CONFIGS
+
+
+_NO_VALUE = object()
+
 
 class ConfigError(ValueError):
-    """A configuration value that stops the broker from starting (names the key)."""
+    """A configuration value that stops the broker from starting (names the key). For a bad
+    value the text is Kafka's ConfigException: "Invalid value V for configuration K: reason"."""
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
+    def __init__(self, key: str, message: str, value: Any = _NO_VALUE) -> None:
+        if value is _NO_VALUE:
+            super().__init__(f"{key}: {message}")
+        else:
+            super().__init__(f"Invalid value {java_string(value)} for configuration {key}: {message}")
         self.key = key
 
 
@@ -52,8 +62,31 @@ _LIST_SPLIT = re.compile(r"\s*,\s*")
 Validator = Callable[[str, Any], None]
 
 
+def java_double(value: float) -> str:
+    """Java's Double.toString for the values configs use (0.5, 1.0, 1.7976931348623157E308)."""
+    if value != 0 and (abs(value) >= 1e7 or abs(value) < 1e-3):
+        mantissa, exponent = f"{value!r}".lower().split("e") if "e" in repr(value) else (repr(value), "0")
+        if "." not in mantissa:
+            mantissa += ".0"
+        return f"{mantissa}E{int(exponent)}"
+    text = repr(value)
+    return text if "." in text else text + ".0"
+
+
+def java_string(value: Any) -> str:
+    """A value as Java prints it in Kafka's config messages."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return java_double(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
 def parse_value(key: str, config_type: ConfigType, raw: Any) -> Any:
-    """Convert a properties string (or an already typed value) the way Kafka's ConfigDef does."""
+    """Convert a properties string (or an already typed value) the way Kafka's ConfigDef does,
+    failing with its messages."""
     if raw is None:
         return None
     if config_type == ConfigType.PASSWORD:
@@ -70,58 +103,61 @@ def parse_value(key: str, config_type: ConfigType, raw: Any) -> Any:
             return raw
         text = str(raw).strip().lower()
         if text not in ("true", "false"):
-            raise ConfigError(key, f"invalid value {raw!r}: expected true or false")
+            raise ConfigError(key, "Expected value to be either true or false", raw)
         return text == "true"
+    not_a_number = f"Not a number of type {config_type.name}"
     if config_type == ConfigType.DOUBLE:
         try:
             return float(raw)
         except ValueError:
-            raise ConfigError(key, f"invalid value {raw!r}: not a number") from None
+            raise ConfigError(key, not_a_number, raw) from None
     lo, hi = _INT_RANGES[config_type]
     if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-        raise ConfigError(key, f"invalid value {raw!r}: expected an integer")
+        raise ConfigError(key, not_a_number, raw)
     try:
         value = int(raw.strip()) if isinstance(raw, str) else raw
     except ValueError:
-        raise ConfigError(key, f"invalid value {raw!r}: not a number") from None
+        raise ConfigError(key, not_a_number, raw) from None
     if not lo <= value <= hi:
-        raise ConfigError(key, f"invalid value {raw!r}: out of range for type {config_type.name}")
+        raise ConfigError(key, not_a_number, raw)
     return value
 
 
 def at_least(minimum: float) -> Validator:
     def check(key: str, value: Any) -> None:
         if value is not None and value < minimum:
-            raise ConfigError(key, f"invalid value {value}: must be at least {minimum}")
+            raise ConfigError(key, f"Value must be at least {minimum}", value)
     return check
 
 
 def between(lo: float, hi: float) -> Validator:
     def check(key: str, value: Any) -> None:
-        if value is not None and not lo <= value <= hi:
-            raise ConfigError(key, f"invalid value {value}: must be between {lo} and {hi}")
+        if value is not None and value < lo:
+            raise ConfigError(key, f"Value must be at least {lo}", value)
+        if value is not None and value > hi:
+            raise ConfigError(key, f"Value must be no more than {hi}", value)
     return check
 
 
 def one_of(*choices: str) -> Validator:
     def check(key: str, value: Any) -> None:
         if value is not None and value not in choices:
-            raise ConfigError(key, f"invalid value {value!r}: must be one of {', '.join(choices)}")
+            raise ConfigError(key, f"String must be one of: {', '.join(choices)}", value)
     return check
 
 
 def each_of(*choices: str) -> Validator:
-    """For LIST values: every item must be one of ``choices``."""
+    """For LIST values: every item must be one of ``choices`` (Kafka's ValidList names the item)."""
     def check(key: str, value: Any) -> None:
         for item in value or ():
             if item not in choices:
-                raise ConfigError(key, f"invalid value {item!r}: items must be among {', '.join(choices)}")
+                raise ConfigError(key, f"String must be one of: {', '.join(choices)}", item)
     return check
 
 
-def _gzip_level(key: str, value: Any) -> None:
+def gzip_level(key: str, value: Any) -> None:
     if value != -1 and not 1 <= value <= 9:
-        raise ConfigError(key, f"invalid value {value}: must be -1 or between 1 and 9")
+        raise ConfigError(key, "Value must be between 1 and 9 or equal to -1", value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +194,7 @@ B, S, I, SH, L, D, LI, C, P = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType
 _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     # --- broker identity and ZooKeeper
     ("broker.id", I, -1, None),
+    ("node.id", I, -1, None),  # broker.id's synonym (KafkaConfig.populateSynonyms)
     ("broker.id.generation.enable", B, True, None),
     ("reserved.broker.max.id", I, 1000, at_least(0)),
     ("broker.rack", S, None, None),
@@ -182,7 +219,7 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("default.replication.factor", I, 1, None),
     ("message.max.bytes", I, 1048588, at_least(0)),
     ("compression.type", S, "producer", one_of(*COMPRESSION_TYPES)),
-    ("compression.gzip.level", I, -1, _gzip_level),
+    ("compression.gzip.level", I, -1, gzip_level),
     ("compression.lz4.level", I, 9, between(1, 17)),
     ("compression.zstd.level", I, 3, between(-131072, 22)),
     ("fetch.max.bytes", I, 57671680, at_least(1024)),
@@ -192,8 +229,8 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("allow.everyone.if.no.acl.found", B, False, None),
     ("principal.builder.class", C, DEFAULT_PRINCIPAL_BUILDER, one_of(DEFAULT_PRINCIPAL_BUILDER)),
     # --- socket server
-    ("listeners", LI, ["PLAINTEXT://:9092"], None),
-    ("advertised.listeners", LI, None, None),
+    ("listeners", S, "PLAINTEXT://:9092", None),
+    ("advertised.listeners", S, None, None),
     ("listener.security.protocol.map", S, DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP, None),
     ("inter.broker.listener.name", S, None, None),
     ("security.inter.broker.protocol", S, "PLAINTEXT", one_of(*SECURITY_PROTOCOLS)),
@@ -257,6 +294,8 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("log.retention.minutes", I, None, None),
     ("log.retention.ms", L, None, None),
     ("log.retention.bytes", L, -1, None),
+    ("log.local.retention.ms", L, -2, at_least(-2)),
+    ("log.local.retention.bytes", L, -2, at_least(-2)),
     ("log.retention.check.interval.ms", L, 5 * 60 * 1000, at_least(1)),
     ("log.cleanup.policy", LI, ["delete"], each_of(*CLEANUP_POLICIES)),
     ("log.index.size.max.bytes", I, 10 * 1024 * 1024, at_least(4)),
@@ -299,9 +338,8 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("replica.fetch.backoff.ms", I, 1000, at_least(0)),
     ("replica.fetch.response.max.bytes", I, 10 * 1024 * 1024, at_least(0)),
     ("replica.high.watermark.checkpoint.interval.ms", L, 5000, None),
-    ("replica.selector.class", C, None, None),
+    ("replica.selector.class", S, None, None),
     ("num.replica.fetchers", I, 1, None),
-    ("num.replica.alter.log.dirs.threads", I, None, at_least(1)),  # accepted; one task moves replicas
     ("fetch.purgatory.purge.interval.requests", I, 1000, None),
     ("producer.purgatory.purge.interval.requests", I, 1000, None),
     ("delete.records.purgatory.purge.interval.requests", I, 1, None),
@@ -338,6 +376,16 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
 )
 
 CONFIG_KEYS: dict[str, ConfigKey] = {name: ConfigKey(name, t, d, v) for name, t, d, v in _DEFINITIONS}
+# Kafka's too, for features this broker does not have (accepted and described, no effect).
+UNSUPPORTED_KEYS = frozenset(name for name, _, _ in UNSUPPORTED_CONFIGS if name not in CONFIG_KEYS)
+CONFIG_KEYS.update({name: ConfigKey(name, ConfigType[t], d) for name, t, d in UNSUPPORTED_CONFIGS
+                    if name in UNSUPPORTED_KEYS})
+# Kafka defines these as internal: DescribeConfigs lists them only when set.
+INTERNAL_KEYS = frozenset({"log.initial.task.delay.ms", "producer.id.expiration.check.interval.ms",
+                           "unstable.api.versions.enable"})
+# The AclAuthorizer's own keys, read from the broker's properties: Kafka's KafkaConfig does not
+# define them, so DescribeConfigs lists them only when set, as unknown keys (values hidden).
+AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
 
 # Topic-level config -> broker keys that supply its default, highest precedence first
 # (Kafka's ServerTopicConfigSynonyms). Hour/minute synonyms are converted to ms.
@@ -349,6 +397,8 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
     "flush.messages": ("log.flush.interval.messages",),
     "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
     "retention.bytes": ("log.retention.bytes",),
+    "local.retention.ms": ("log.local.retention.ms",),
+    "local.retention.bytes": ("log.local.retention.bytes",),
     "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
     "max.message.bytes": ("message.max.bytes",),
     "index.interval.bytes": ("log.index.interval.bytes",),

@@ -139,6 +139,7 @@ class KafkaServer:
                 config.producer_id_expiration_ms, config.get("transaction.partition.verification.enable")),
             producer_id_expiration_check_interval_ms=config.get("producer.id.expiration.check.interval.ms"),
             cleaner_config=CleanerConfig.from_props(config.values()),
+            initial_task_delay_ms=config.get("log.initial.task.delay.ms"),
         )
         await loop.run_in_executor(None, log_manager.startup, broker_id, cluster_id, unreadable)
         self.log_manager = log_manager

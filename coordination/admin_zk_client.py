@@ -28,20 +28,18 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
 def validate_topic_name(topic: str) -> None:
-    """Kafka's Topic.validate."""
+    """Kafka's Topic.validate, with its messages (clients print them)."""
     if not topic:
-        raise InvalidTopicError("Topic name is illegal, it can't be empty")
-    if topic in (".", ".."):
-        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
-    if len(topic) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {topic}"
-        )
-    if not _LEGAL_TOPIC.match(topic):
-        raise InvalidTopicError(
-            f"Topic name \"{topic}\" is illegal, it contains a character other than ASCII alphanumerics, "
-            "'.', '_' and '-'"
-        )
+        reason = "the empty string is not allowed"
+    elif topic in (".", ".."):
+        reason = f"'{topic}' is not allowed"
+    elif len(topic) > MAX_TOPIC_NAME_LENGTH:
+        reason = f"the length of '{topic}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
+    elif not _LEGAL_TOPIC.match(topic):
+        reason = f"'{topic}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    else:
+        return
+    raise InvalidTopicError(f"Topic name is invalid: {reason}")
 
 
 def _collision_key(topic: str) -> str:
@@ -80,9 +78,7 @@ class AdminZkClient:
             raise TopicExistsError(f"Topic '{topic.name}' already exists.")
         collisions = [t for t in existing if _collision_key(t) == _collision_key(topic.name)]
         if collisions:
-            raise InvalidTopicError(
-                f"Topic '{topic.name}' collides with existing topic: {collisions[0]}"
-            )
+            raise InvalidTopicError(f"Topic '{topic.name}' collides with existing topics: {', '.join(collisions)}")
         brokers = self._broker_racks()
         if topic.assignment is not None:
             if topic.num_partitions != -1 or topic.replication_factor != -1:

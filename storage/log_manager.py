@@ -74,6 +74,12 @@ DELETE_LOGS_CHECK_INTERVAL_MS = 1000
 TopicPartition = tuple[str, int]
 
 
+# Kafka's LogManager schedules these first after log.initial.task.delay.ms; the others (the high
+# watermark checkpoint, producer expiration) after their own interval.
+_AFTER_INITIAL_DELAY = frozenset({"retention", "flush", "recovery_point_checkpoint", "log_start_checkpoint",
+                                  "delete_logs"})
+
+
 def parent_dir(tp_log: Log) -> str:
     """The log dir a partition's log lives in."""
     return os.path.dirname(os.path.normpath(tp_log.dir))
@@ -94,6 +100,7 @@ class LogManager:
         producer_state_config: ProducerStateManagerConfig | None = None,
         producer_id_expiration_check_interval_ms: int = 600000,
         cleaner_config: CleanerConfig | None = None,
+        initial_task_delay_ms: int = 30000,
     ) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config or LogConfig()
@@ -109,6 +116,8 @@ class LogManager:
         }
         self.producer_state_config = producer_state_config or ProducerStateManagerConfig()
         self.failure_channel = LogDirFailureChannel()
+        # Kafka's log.initial.task.delay.ms: when retention, flushes and the log checkpoints first run.
+        self.initial_task_delay_ms = initial_task_delay_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         # Replicas being moved to another dir of this broker (Kafka's futureLogs).
@@ -657,12 +666,14 @@ class LogManager:
         if self.cleaner is not None:
             self.cleaner.startup()
         self._stop.clear()
-        last_run = {name: now_ms() for name in self.intervals}
+        start = now_ms()
+        next_run = {name: start + (self.initial_task_delay_ms if name in _AFTER_INITIAL_DELAY else interval)
+                    for name, interval in self.intervals.items()}
 
         def run() -> None:
             while not self._stop.wait(tick_ms / 1000):
                 current = now_ms()
-                due = {name for name, interval in self.intervals.items() if current - last_run[name] >= interval}
+                due = {name for name, at in next_run.items() if current >= at}
                 for name, task in self._tasks():
                     if name in due:
                         try:
@@ -670,7 +681,7 @@ class LogManager:
                         except Exception:  # noqa: BLE001 - a failing task must not stop the others
                             log.exception("log manager task %s failed", name)
                 for name in due:
-                    last_run[name] = current
+                    next_run[name] = current + self.intervals[name]
 
         self._scheduler = threading.Thread(target=run, name="log-manager-scheduler", daemon=True)
         self._scheduler.start()

@@ -3,7 +3,9 @@ of a topic or broker (Kafka's ConfigHelper.createTopicConfigEntry/createBrokerCo
 
 Synonyms are listed in Kafka's order: every synonym's per-broker dynamic value, then the
 dynamic defaults, the static values and the ConfigDef defaults; a topic override comes first.
-The first synonym names the entry's source (DEFAULT_CONFIG when there is none).
+The first synonym names the entry's source (DEFAULT_CONFIG when there is none). Entries come in
+the order Kafka's answer has them (``kafka_map_order``), which clients keep when they collide in
+their own hash maps (kafka-topics' "Configs:" column).
 """
 from __future__ import annotations
 
@@ -12,10 +14,10 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from broker.admin.dynamic_broker_config import DYNAMIC_CONFIGS, DynamicBrokerConfig, synonym_group
+from broker.admin.dynamic_broker_config import DYNAMIC_CONFIGS, QUOTA_CONFIG_KEYS, DynamicBrokerConfig, synonym_group
 from broker.admin.topic_configs import TOPIC_CONFIG_DEFS, to_config_string
 from broker.config import KafkaConfig
-from broker.config_defs import CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigType
+from broker.config_defs import AUTHORIZER_KEYS, CONFIG_KEYS, INTERNAL_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigType
 
 
 class ConfigSource(IntEnum):
@@ -49,6 +51,32 @@ class ConfigEntry:
     is_sensitive: bool
     config_type: int
     synonyms: list[ConfigSynonym] = field(default_factory=list)
+
+
+def _java_string_hash(text: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as an unsigned 32-bit value."""
+    units = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def kafka_map_order(names: Iterable[str]) -> list[str]:
+    """The iteration order of the Scala mutable.HashMap Kafka's DescribeConfigs builds its entries
+    from: buckets of the spread String.hashCode in a power-of-two table sized for the entries at
+    load factor 0.75, ascending; within a bucket by the spread hash as a signed int."""
+    names = list(names)
+    capacity = 16
+    while capacity * 0.75 <= len(names):
+        capacity *= 2
+
+    def position(name: str) -> tuple[int, int]:
+        h = _java_string_hash(name)
+        spread = h ^ (h >> 16)
+        return spread & (capacity - 1), spread - (1 << 32) if spread >= 1 << 31 else spread
+
+    return sorted(names, key=position)
 
 
 def _synonyms(name: str, names: Iterable[str], dyn: DynamicBrokerConfig) -> list[ConfigSynonym]:
@@ -91,7 +119,7 @@ def describe_topic(
     """Entries of a topic's configs (all, or only `names`)."""
     values = topic_config_values(overrides, dyn.effective_config())
     entries = []
-    for name in sorted(values):
+    for name in kafka_map_order(values):
         if names is not None and name not in names:
             continue
         config_type = TOPIC_CONFIG_DEFS[name].type
@@ -113,27 +141,32 @@ def describe_broker(
     """This broker's configs (`per_broker`), or the cluster-wide dynamic defaults."""
     if per_broker:
         effective = dyn.effective_config()
-        raw_values: dict[str, Any] = {k: v for k, v in dyn.effective_props().items() if k not in CONFIG_KEYS}
-        raw_values.update(effective.values())
+        set_names = dyn.effective_props()
+        raw_values: dict[str, Any] = {k: v for k, v in set_names.items() if k not in CONFIG_KEYS}
+        raw_values.update((k, v) for k, v in effective.values().items()
+                          if k not in INTERNAL_KEYS and k not in AUTHORIZER_KEYS or k in set_names)
     else:
         raw_values = dict(dyn.defaults)
     entries = []
-    for name in sorted(raw_values):
+    for name in kafka_map_order(raw_values):
         if names is not None and name not in names:
             continue
-        key = CONFIG_KEYS.get(name)
+        key = None if name in AUTHORIZER_KEYS else CONFIG_KEYS.get(name) or QUOTA_CONFIG_KEYS.get(name)
         config_type: int = int(key.type) if key is not None else UNKNOWN_TYPE
         raw = raw_values[name]
-        sensitive = key is not None and key.type == ConfigType.PASSWORD
+        # Kafka cannot know whether an unknown key is a password: it hides its value too.
+        sensitive = key is None or key.type == ConfigType.PASSWORD
         if sensitive:
             value = None
-        elif isinstance(raw, str) or key is None:
-            value = None if raw is None else str(raw)
+        elif isinstance(raw, str):
+            value = raw
         else:
             value = to_config_string(raw, key.type)
         synonyms = _synonyms(name, synonym_group(name), dyn)
         if not per_broker:
             synonyms = [s for s in synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        if sensitive:
+            synonyms = [ConfigSynonym(s.name, None, s.source) for s in synonyms]
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(name, value, source, name not in DYNAMIC_CONFIGS, sensitive, config_type, synonyms))
     return entries

@@ -42,21 +42,13 @@ AlterOp = tuple[str, int, "str | None"]
 
 
 def check_ops(ops: list[AlterOp]) -> None:
-    """Duplicate keys and null values are INVALID_REQUEST in Kafka."""
+    """Duplicate keys and null values are INVALID_REQUEST in Kafka (ConfigAdminManager.preprocess)."""
     names = [name for name, _, _ in ops]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise KafkaApiError(Errors.INVALID_REQUEST, f"Error due to duplicate config keys : {','.join(duplicates)}")
-    nulls = [f"{_op_name(op)}:{name}" for name, op, value in ops if value is None and op != OpType.DELETE]
+    if len(set(names)) != len(names):
+        raise KafkaApiError(Errors.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [name for name, op, value in ops if value is None and op != OpType.DELETE]
     if nulls:
-        raise KafkaApiError(Errors.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
-
-
-def _op_name(op: int) -> str:
-    try:
-        return OpType(op).name
-    except ValueError:
-        return str(op)
+        raise KafkaApiError(Errors.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
 
 
 def apply_ops(
@@ -74,13 +66,11 @@ def apply_ops(
             props.pop(name, None)
         elif op in (OpType.APPEND, OpType.SUBTRACT):
             kind = is_list(name)
-            if kind is None:
-                raise KafkaApiError(Errors.INVALID_CONFIG, f"Unknown topic config name: {name}")
+            if kind is None:  # Kafka's lookup of the unknown key fails inside the broker
+                raise KafkaApiError(Errors.UNKNOWN_SERVER_ERROR, None)
             verb = "append" if op == OpType.APPEND else "subtract"
             if not kind:
-                raise KafkaApiError(
-                    Errors.INVALID_REQUEST, f"Config value {verb} is not allowed for config key: {name}"
-                )
+                raise KafkaApiError(Errors.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
             old = props[name] if name in props else list_default(name)
             old_items = old.split(",") if old else []
             items = (value or "").split(",")

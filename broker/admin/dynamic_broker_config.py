@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from broker.config import KafkaConfig
-from broker.config_defs import CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigError
+from broker.config_defs_unsupported import UNSUPPORTED_DYNAMIC_CONFIGS
+from broker.config_defs import CONFIG_KEYS, LONG_MAX, TOPIC_CONFIG_SYNONYMS, ConfigError, ConfigKey, ConfigType, at_least
 from coordination.zk_admin_data import DEFAULT_ENTITY
 from storage.cleaner.cleaner_config import RECONFIGURABLE_CONFIGS as CLEANER_CONFIGS
 from storage.cleaner.cleaner_config import CleanerConfig
@@ -32,6 +33,33 @@ log = logging.getLogger(__name__)
 _LOG_DYNAMIC = {keys[0] for keys in TOPIC_CONFIG_SYNONYMS.values()} - {"log.message.format.version"}
 _TOPIC_DEFAULT_KEYS = frozenset(k for keys in TOPIC_CONFIG_SYNONYMS.values() for k in keys)
 PER_BROKER_CONFIGS = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
+# Dynamic in Kafka (a listener reloads its keystore); here stored and applied at the next start.
+LISTENER_SECURITY_CONFIGS = frozenset({
+    "principal.builder.class",
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
+    "sasl.kerberos.service.name",
+    "sasl.mechanism.inter.broker.protocol",
+    "ssl.cipher.suites",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm",
+    "ssl.engine.factory.class",
+    "ssl.key.password",
+    "ssl.keymanager.algorithm",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.keystore.type",
+    "ssl.protocol",
+    "ssl.secure.random.implementation",
+    "ssl.trustmanager.algorithm",
+    "ssl.truststore.certificates",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.type",
+})
 DYNAMIC_CONFIGS = frozenset(
     _LOG_DYNAMIC
     | PER_BROKER_CONFIGS
@@ -42,7 +70,17 @@ DYNAMIC_CONFIGS = frozenset(
         "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second",
         "log.cleaner.backoff.ms", "producer.id.expiration.ms", "transaction.partition.verification.enable",
     }
+    | LISTENER_SECURITY_CONFIGS
+    | UNSUPPORTED_DYNAMIC_CONFIGS
 )
+
+
+# Kafka's DynamicConfig.Broker: broker-level dynamic keys outside KafkaConfig (replication throttles).
+QUOTA_CONFIG_KEYS = {
+    name: ConfigKey(name, ConfigType.LONG, LONG_MAX, at_least(0))
+    for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                 "replica.alter.log.dirs.io.max.bytes.per.second")
+}
 
 
 class DynamicConfigError(ValueError):
@@ -102,12 +140,12 @@ class DynamicBrokerConfig:
         if non_dynamic:
             raise DynamicConfigError(f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}")
         for name, value in props.items():
-            if name in CONFIG_KEYS:
+            key = CONFIG_KEYS.get(name) or QUOTA_CONFIG_KEYS.get(name)
+            if key is not None:
                 try:
-                    CONFIG_KEYS[name].parse(value)
+                    key.parse(value)
                 except ConfigError as exc:
-                    reason = _reason(exc)
-                    raise DynamicConfigError(f"Invalid value {value} for configuration {name}: {reason}") from None
+                    raise DynamicConfigError(str(exc)) from None
         if not per_broker:
             only_per_broker = set(props) & PER_BROKER_CONFIGS
             if only_per_broker:
@@ -157,12 +195,6 @@ def _raw(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     return str(value)
-
-
-def _reason(exc: ConfigError) -> str:
-    text = str(exc)
-    prefix = f"{exc.key}: "
-    return text[len(prefix):] if text.startswith(prefix) else text
 
 
 async def current_dynamic_config(services: BrokerServices) -> DynamicBrokerConfig:

@@ -8,15 +8,24 @@ because AlterConfigs reports them with different codes (INVALID_CONFIG vs INVALI
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.config_defs import COMPRESSION_TYPES, ConfigType, LONG_MAX
-
-Check = Callable[[Any], str | None]  # None when fine, else Kafka's reason text
-
-_INT_RANGE = {ConfigType.INT: (-(2**31), 2**31 - 1), ConfigType.LONG: (-(2**63), 2**63 - 1)}
+from broker.config_defs import (
+    COMPRESSION_TYPES,
+    LONG_MAX,
+    ConfigError,
+    ConfigType,
+    Validator,
+    at_least,
+    between,
+    each_of,
+    gzip_level,
+    java_double,
+    one_of,
+    parse_value,
+)
 
 
 class TopicConfigError(Exception):
@@ -25,43 +34,14 @@ class TopicConfigError(Exception):
         self.unknown_name = unknown_name
 
 
-def _at_least(minimum: float) -> Check:
-    return lambda v: None if v >= minimum else f"Value must be at least {minimum}"
-
-
-def _between(lo: float, hi: float) -> Check:
-    def check(v: Any) -> str | None:
-        if v < lo:
-            return f"Value must be at least {lo}"
-        if v > hi:
-            return f"Value must be no more than {hi}"
-        return None
-    return check
-
-
-def _in(*choices: str) -> Check:
-    return lambda v: None if v in choices else f"String must be one of: {', '.join(choices)}"
-
-
-def _list_in(*choices: str) -> Check:
-    def check(items: list[str]) -> str | None:
-        bad = [i for i in items if i not in choices]
-        return f"String must be one of: {', '.join(choices)}" if bad else None
-    return check
-
-
-def _gzip_level(v: int) -> str | None:
-    return None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9, or -1"
-
-
 _THROTTLED = re.compile(r"^(\*|\d+:\d+)$")
 
 
-def _throttled_replicas(items: list[str]) -> str | None:
+def _throttled_replicas(key: str, items: list[str]) -> None:
     """Kafka's ThrottledReplicaListValidator: `*` alone, or partition:broker entries."""
-    if items == ["*"] or all(_THROTTLED.match(i.strip()) for i in items):
-        return None
-    return "must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],..."
+    if items != ["*"] and not all(_THROTTLED.match(i.strip()) for i in items):
+        raise ConfigError(key, "must be the literal '*' or a list of replicas in the following format: "
+                               "[partitionId]:[brokerId],...", items)
 
 
 # Kafka 3.9's MetadataVersion: releases with their number of internal versions (IV0, IV1, ...).
@@ -86,42 +66,28 @@ def _message_format_version(v: str) -> str | None:
     return None if key in METADATA_VERSIONS else f"Version {v} is not a valid version"
 
 
+def _valid_message_format_version(key: str, value: str) -> None:
+    reason = _message_format_version(value)
+    if reason is not None:
+        raise ConfigError(key, reason, value)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfigDef:
     name: str
     type: ConfigType
     default: Any  # typed
-    check: Check | None = None
+    check: Validator | None = None
 
     def parse(self, raw: str) -> Any:
         """Kafka's ConfigDef.parseType + validator, with its error texts."""
-        text = raw.strip()
         try:
-            if self.type == ConfigType.BOOLEAN:
-                if text.lower() not in ("true", "false"):
-                    raise TopicConfigError(self._bad(raw, "Expected value to be either true or false"))
-                value: Any = text.lower() == "true"
-            elif self.type in _INT_RANGE:
-                lo, hi = _INT_RANGE[self.type]
-                value = int(text, 10)
-                if not lo <= value <= hi:
-                    raise ValueError(text)
-            elif self.type == ConfigType.DOUBLE:
-                value = float(text)
-            elif self.type == ConfigType.LIST:
-                value = [item.strip() for item in text.split(",")] if text else []
-            else:
-                value = text
-        except ValueError:
-            raise TopicConfigError(self._bad(raw, f"Not a number of type {self.type.name}")) from None
-        if self.check is not None:
-            reason = self.check(value)
-            if reason is not None:  # Kafka prints the parsed value: a double as Java does (2 -> 2.0)
-                raise TopicConfigError(self._bad(repr(value) if isinstance(value, float) else raw, reason))
+            value = parse_value(self.name, self.type, raw)
+            if self.check is not None:
+                self.check(self.name, value)
+        except ConfigError as exc:
+            raise TopicConfigError(str(exc)) from None
         return value
-
-    def _bad(self, raw: str, reason: str) -> str:
-        return f"Invalid value {raw} for configuration {self.name}: {reason}"
 
 
 B, S, I, L, D, LI = (
@@ -131,41 +97,41 @@ B, S, I, L, D, LI = (
 TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in (
-        TopicConfigDef("cleanup.policy", LI, ["delete"], _list_in("compact", "delete")),
-        TopicConfigDef("compression.gzip.level", I, -1, _gzip_level),
-        TopicConfigDef("compression.lz4.level", I, 9, _between(1, 17)),
-        TopicConfigDef("compression.type", S, "producer", _in(*COMPRESSION_TYPES)),
-        TopicConfigDef("compression.zstd.level", I, 3, _between(-131072, 22)),
-        TopicConfigDef("delete.retention.ms", L, 86400000, _at_least(0)),
-        TopicConfigDef("file.delete.delay.ms", L, 60000, _at_least(0)),
-        TopicConfigDef("flush.messages", L, LONG_MAX, _at_least(1)),
-        TopicConfigDef("flush.ms", L, LONG_MAX, _at_least(0)),
+        TopicConfigDef("cleanup.policy", LI, ["delete"], each_of("compact", "delete")),
+        TopicConfigDef("compression.gzip.level", I, -1, gzip_level),
+        TopicConfigDef("compression.lz4.level", I, 9, between(1, 17)),
+        TopicConfigDef("compression.type", S, "producer", one_of(*COMPRESSION_TYPES)),
+        TopicConfigDef("compression.zstd.level", I, 3, between(-131072, 22)),
+        TopicConfigDef("delete.retention.ms", L, 86400000, at_least(0)),
+        TopicConfigDef("file.delete.delay.ms", L, 60000, at_least(0)),
+        TopicConfigDef("flush.messages", L, LONG_MAX, at_least(1)),
+        TopicConfigDef("flush.ms", L, LONG_MAX, at_least(0)),
         TopicConfigDef("follower.replication.throttled.replicas", LI, [], _throttled_replicas),
-        TopicConfigDef("index.interval.bytes", I, 4096, _at_least(0)),
+        TopicConfigDef("index.interval.bytes", I, 4096, at_least(0)),
         TopicConfigDef("leader.replication.throttled.replicas", LI, [], _throttled_replicas),
-        TopicConfigDef("local.retention.bytes", L, -2, _at_least(-2)),
-        TopicConfigDef("local.retention.ms", L, -2, _at_least(-2)),
-        TopicConfigDef("max.compaction.lag.ms", L, LONG_MAX, _at_least(1)),
-        TopicConfigDef("max.message.bytes", I, 1048588, _at_least(0)),
+        TopicConfigDef("local.retention.bytes", L, -2, at_least(-2)),
+        TopicConfigDef("local.retention.ms", L, -2, at_least(-2)),
+        TopicConfigDef("max.compaction.lag.ms", L, LONG_MAX, at_least(1)),
+        TopicConfigDef("max.message.bytes", I, 1048588, at_least(0)),
         TopicConfigDef("message.downconversion.enable", B, True),
-        TopicConfigDef("message.format.version", S, "3.0-IV1", _message_format_version),
-        TopicConfigDef("message.timestamp.after.max.ms", L, LONG_MAX, _at_least(0)),
-        TopicConfigDef("message.timestamp.before.max.ms", L, LONG_MAX, _at_least(0)),
-        TopicConfigDef("message.timestamp.difference.max.ms", L, LONG_MAX, _at_least(0)),
-        TopicConfigDef("message.timestamp.type", S, "CreateTime", _in("CreateTime", "LogAppendTime")),
-        TopicConfigDef("min.cleanable.dirty.ratio", D, 0.5, _between(0, 1)),
-        TopicConfigDef("min.compaction.lag.ms", L, 0, _at_least(0)),
-        TopicConfigDef("min.insync.replicas", I, 1, _at_least(1)),
+        TopicConfigDef("message.format.version", S, "3.0-IV1", _valid_message_format_version),
+        TopicConfigDef("message.timestamp.after.max.ms", L, LONG_MAX, at_least(0)),
+        TopicConfigDef("message.timestamp.before.max.ms", L, LONG_MAX, at_least(0)),
+        TopicConfigDef("message.timestamp.difference.max.ms", L, LONG_MAX, at_least(0)),
+        TopicConfigDef("message.timestamp.type", S, "CreateTime", one_of("CreateTime", "LogAppendTime")),
+        TopicConfigDef("min.cleanable.dirty.ratio", D, 0.5, between(0, 1)),
+        TopicConfigDef("min.compaction.lag.ms", L, 0, at_least(0)),
+        TopicConfigDef("min.insync.replicas", I, 1, at_least(1)),
         TopicConfigDef("preallocate", B, False),
         TopicConfigDef("remote.log.copy.disable", B, False),
         TopicConfigDef("remote.log.delete.on.disable", B, False),
         TopicConfigDef("remote.storage.enable", B, False),
         TopicConfigDef("retention.bytes", L, -1),
-        TopicConfigDef("retention.ms", L, 604800000, _at_least(-1)),
-        TopicConfigDef("segment.bytes", I, 1073741824, _at_least(14)),
-        TopicConfigDef("segment.index.bytes", I, 10485760, _at_least(4)),
-        TopicConfigDef("segment.jitter.ms", L, 0, _at_least(0)),
-        TopicConfigDef("segment.ms", L, 604800000, _at_least(1)),
+        TopicConfigDef("retention.ms", L, 604800000, at_least(-1)),
+        TopicConfigDef("segment.bytes", I, 1073741824, at_least(14)),
+        TopicConfigDef("segment.index.bytes", I, 10485760, at_least(4)),
+        TopicConfigDef("segment.jitter.ms", L, 0, at_least(0)),
+        TopicConfigDef("segment.ms", L, 604800000, at_least(1)),
         TopicConfigDef("unclean.leader.election.enable", B, False),
     )
 }
@@ -198,14 +164,3 @@ def to_config_string(value: Any, config_type: ConfigType) -> str | None:
     if config_type == ConfigType.DOUBLE:
         return java_double(float(value))
     return str(value)
-
-
-def java_double(value: float) -> str:
-    """Java's Double.toString for the values configs use (0.5, 1.0, 1.7976931348623157E308)."""
-    if value != 0 and (abs(value) >= 1e7 or abs(value) < 1e-3):
-        mantissa, exponent = f"{value!r}".lower().split("e") if "e" in repr(value) else (repr(value), "0")
-        if "." not in mantissa:
-            mantissa += ".0"
-        return f"{mantissa}E{int(exponent)}"
-    text = repr(value)
-    return text if "." in text else text + ".0"

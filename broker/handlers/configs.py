@@ -45,7 +45,8 @@ DescribeSynonym = DescribeConfigsResponse.DescribeConfigsSynonym
 
 
 def _broker_id_of(services: BrokerServices, name: str, allow_empty: bool = True) -> int | None:
-    """None for the cluster default (empty name); INVALID_REQUEST for another broker's id."""
+    """DescribeConfigs' broker name: None for the cluster default (empty name); INVALID_REQUEST
+    for another broker's id."""
     if not name:
         if not allow_empty:
             raise KafkaApiError(Errors.INVALID_REQUEST, "Broker id must not be empty")
@@ -60,6 +61,26 @@ def _broker_id_of(services: BrokerServices, name: str, allow_empty: bool = True)
             Errors.INVALID_REQUEST, f"Unexpected broker id, expected {expected} but received {name}"
         )
     return broker_id
+
+
+def _node_id_of(services: BrokerServices, name: str, logger: bool = False) -> int:
+    """An alter request's broker or logger name must be this broker's id (Kafka's
+    ConfigAdminManager.validateResourceNameIsCurrentNodeId, with its messages)."""
+    try:
+        node_id = int(name)
+    except ValueError:
+        raise KafkaApiError(Errors.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
+    if node_id != services.broker_id:
+        message = (f"Unexpected node id. Expected {services.broker_id}, but received {services.broker_id}"
+                   if logger  # sic: Kafka 3.9 prints its own id twice for loggers
+                   else f"Unexpected broker id, expected {services.broker_id}, but received {name}")
+        raise KafkaApiError(Errors.INVALID_REQUEST, message)
+    return node_id
+
+
+def _alter_broker_id(services: BrokerServices, name: str) -> int | None:
+    """None for the cluster default (empty name), else this broker's id."""
+    return _node_id_of(services, name) if name else None
 
 
 # --- DescribeConfigs -------------------------------------------------------------------------------
@@ -94,7 +115,7 @@ async def _describe_entries(services: BrokerServices, resource: Any) -> list[Con
     if kind == ResourceType.TOPIC:
         validate_topic_name(name)
         if not services.metadata_cache.contains_topic(name):
-            raise KafkaApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, None)
+            raise KafkaApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, "")  # Kafka sets no message
         overrides = await services.pool.run_blocking(services.config_repository.topic_config, name)
         return describe_topic(overrides, await current_dynamic_config(services), keys)
     if kind == ResourceType.BROKER:
@@ -107,7 +128,9 @@ async def _describe_entries(services: BrokerServices, resource: Any) -> list[Con
             for logger, level in broker_loggers.loggers().items()
             if keys is None or logger in keys
         ]
-    raise KafkaApiError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind.name}")
+    if kind == ResourceType.CLIENT_METRICS:
+        raise KafkaApiError(Errors.INVALID_REQUEST, "Config type client-metrics is only supported on KRaft clusters")
+    raise KafkaApiError(Errors.INVALID_REQUEST)
 
 
 def check_config_access(services: BrokerServices, request: Request, resource: Any, operation: AclOperation) -> None:
@@ -153,6 +176,8 @@ def _invalid_topic_value(resource: Any, message: str) -> KafkaApiError:
 
 async def _alter_topic(services: BrokerServices, resource: Any, props: dict[str, str], validate_only: bool) -> None:
     topic = resource.resource_name
+    if not topic:
+        raise KafkaApiError(Errors.INVALID_REQUEST, "Default topic resources are not allowed.")
     if not services.metadata_cache.contains_topic(topic):
         raise KafkaApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
     try:
@@ -196,7 +221,7 @@ async def _alter(services: BrokerServices, resource: Any, validate_only: bool) -
     if kind == ResourceType.TOPIC:
         await _alter_topic(services, resource, props, validate_only)
     elif kind == ResourceType.BROKER:
-        broker_id = _broker_id_of(services, resource.resource_name)
+        broker_id = _alter_broker_id(services, resource.resource_name)
         await _alter_broker(services, resource, broker_id, props, validate_only)
     else:
         raise _unsupported(resource)
@@ -254,13 +279,13 @@ async def _incremental_alter(services: BrokerServices, resource: Any, validate_o
         props = apply_ops(current, ops, _topic_is_list, _topic_list_default)
         await _alter_topic(services, resource, props, validate_only)
     elif kind == ResourceType.BROKER:
-        broker_id = _broker_id_of(services, resource.resource_name)
+        broker_id = _alter_broker_id(services, resource.resource_name)
         entity = DEFAULT_ENTITY if broker_id is None else str(broker_id)
         current = await services.pool.run_blocking(services.zk.get_entity_config, "brokers", entity)
         props = apply_ops(current, ops, _broker_is_list, _broker_list_default)
         await _alter_broker(services, resource, broker_id, props, validate_only)
     elif kind == ResourceType.BROKER_LOGGER:
-        _broker_id_of(services, resource.resource_name)
+        _node_id_of(services, resource.resource_name, logger=True)
         _alter_loggers(ops, validate_only)
     else:
         raise _unsupported(resource)

@@ -109,6 +109,7 @@ class BrokerProcess:
         self.listener_ports = {name: free_port() for name in extra_listeners}
         self.process: subprocess.Popen[bytes] | None = None
         self.paused = False
+        self._answered_cluster_id: str | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -154,7 +155,8 @@ class BrokerProcess:
             if self.process.poll() is not None:
                 raise BrokerHarnessError(f"broker {self.broker_id} exited with {self.process.returncode}:\n"
                                          f"{self.log_tail()}")
-            if self._answers_api_versions() and self._registered() and self._registered_at_our_port():
+            if self._answers_api_versions() and self._registered() and self._registered_at_our_port() \
+                    and self.process.poll() is None:
                 return
             time.sleep(0.05)
         self.kill()
@@ -180,19 +182,24 @@ class BrokerProcess:
 
     def _registered(self) -> bool:
         """The broker knows itself as a live broker (its UpdateMetadata from the controller arrived)."""
-        return any(b.node_id == self.broker_id for b in self.metadata().brokers)
+        metadata = self.metadata()
+        self._answered_cluster_id = metadata.cluster_id
+        return any(b.node_id == self.broker_id for b in metadata.brokers)
 
     def _registered_at_our_port(self) -> bool:
-        """ZooKeeper (our chroot) has this broker at our port: the broker that answered is ours, not
-        another test's that took the port after free_port() chose it (ours then fails to bind)."""
+        """ZooKeeper (our chroot) has this broker at our port and the broker that answered is of
+        our cluster: not another test's that took the port after free_port() chose it (ours then
+        fails to bind; Kafka registers before it binds)."""
         from coordination.kafka_zk_client import KafkaZkClient
 
         zk = KafkaZkClient.connect(self.zk_connect, 10000)
         try:
             info = zk.get_broker_info(self.broker_id)
+            cluster_id = zk.get_cluster_id()
         finally:
             zk.close()
-        return info is not None and any(ep.port == self.port for ep in info.endpoints)
+        return info is not None and any(ep.port == self.port for ep in info.endpoints) \
+            and cluster_id == self._answered_cluster_id
 
     def metadata(self, topics: list[str] | None = None) -> Any:
         from protocol.messages import MetadataRequest

@@ -17,7 +17,7 @@ from tests.harness.waiting import wait_for
 
 def _batch(value: bytes) -> bytearray:
     builder = RecordBatchBuilder(magic=2)
-    builder.append(1_700_000_000_000, None, value)
+    builder.append(int(time.time() * 1000), None, value)  # within retention
     return builder.build()
 
 

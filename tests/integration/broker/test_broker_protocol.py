@@ -35,7 +35,11 @@ def _topic() -> str:
     return f"p-{uuid.uuid4().hex[:10]}"
 
 
-def _batch(values: list[bytes], codec: int = CompressionType.NONE, timestamp: int = 1_700_000_000_000,
+# An hour ago: within retention, which (as in Kafka) first runs log.initial.task.delay.ms after start.
+RECENT = int(time.time() * 1000) - 3_600_000
+
+
+def _batch(values: list[bytes], codec: int = CompressionType.NONE, timestamp: int = RECENT,
            **kwargs: Any) -> bytearray:
     builder = RecordBatchBuilder(magic=2, compression=codec, **kwargs)
     for i, value in enumerate(values):
@@ -334,7 +338,7 @@ def test_long_poll_fetch_is_woken_by_an_append(broker: BrokerProcess) -> None:
 def test_list_offsets_and_offset_for_leader_epoch(broker: BrokerProcess) -> None:
     topic = _topic()
     broker.create_topic(topic)
-    base = 1_700_000_000_000
+    base = RECENT
     for i in range(5):
         _produce(broker, topic, _batch([b"x", b"y"], timestamp=base + 10 * i))
 

@@ -34,7 +34,7 @@ def jbod_broker(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.Temp
     tmp = tmp_path_factory.mktemp("jbod")
     dirs = [tmp / f"disk{i}" for i in range(DIRS)]
     broker = BrokerProcess(shared_zookeeper.connect_string_with_chroot(f"kafka-{uuid.uuid4().hex[:12]}"), 0, tmp, {
-        "log.dirs": ",".join(map(str, dirs)), "log.segment.delete.delay.ms": "1000",
+        "log.dirs": ",".join(map(str, dirs)), "log.segment.delete.delay.ms": "1000", "log.initial.task.delay.ms": "1000",
         "log.segment.bytes": str(1 << 20),
         # A move copies this much at a time: small enough for a throttle to hold one back.
         "replica.fetch.max.bytes": str(64 << 10)})

@@ -49,10 +49,14 @@ def small_disks(tmp_path: Path) -> Iterator[list[SmallDisk]]:
             disk.unmount()
 
 
+# An hour ago: within retention, which (as in Kafka) first runs log.initial.task.delay.ms after start.
+RECENT = int(time.time() * 1000) - 3_600_000
+
+
 def _batch(first: int) -> bytearray:
     builder = RecordBatchBuilder(magic=2)
     for i in range(first, first + BATCH_VALUES):
-        builder.append(1_700_000_000_000 + i, None, b"v%d" % i)
+        builder.append(RECENT + i, None, b"v%d" % i)
     return builder.build()
 
 

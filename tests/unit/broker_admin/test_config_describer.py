@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.admin.config_describer import ConfigSource, describe_broker, describe_topic
+from broker.admin.config_describer import ConfigSource, describe_broker, describe_topic, kafka_map_order
 from broker.admin.dynamic_broker_config import DynamicBrokerConfig, DynamicConfigError
 from broker.config import KafkaConfig
 
@@ -57,7 +57,8 @@ def test_broker_entries() -> None:
         ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG]
     assert (entries["log.dirs"].source, entries["log.dirs"].read_only) == (ConfigSource.STATIC_BROKER_CONFIG, True)
     assert entries["log.roll.ms"].value is None
-    assert entries["custom.key"].value == "kept"
+    # Kafka hides the value of a key it does not know (it might be a password)
+    assert (entries["custom.key"].value, entries["custom.key"].is_sensitive) == (None, True)
     assert entries["log.retention.hours"].source == ConfigSource.STATIC_BROKER_CONFIG
 
 
@@ -116,3 +117,31 @@ def test_broker_config_change_reaches_the_logs(tmp_path) -> None:  # type: ignor
         assert plain.config.retention_bytes == 2000
     finally:
         log_manager.shutdown()
+
+
+# The order of a Kafka 3.9.0 broker's DescribeConfigs answer for a topic, as recorded from one.
+KAFKA_TOPIC_CONFIG_ORDER = [
+    "compression.type", "remote.log.delete.on.disable", "leader.replication.throttled.replicas",
+    "remote.storage.enable", "message.downconversion.enable", "min.insync.replicas", "segment.jitter.ms",
+    "remote.log.copy.disable", "local.retention.ms", "cleanup.policy", "flush.ms",
+    "follower.replication.throttled.replicas", "compression.lz4.level", "segment.bytes", "retention.ms",
+    "compression.gzip.level", "flush.messages", "compression.zstd.level", "message.format.version",
+    "max.compaction.lag.ms", "file.delete.delay.ms", "max.message.bytes", "min.compaction.lag.ms",
+    "message.timestamp.type", "local.retention.bytes", "preallocate", "min.cleanable.dirty.ratio",
+    "index.interval.bytes", "unclean.leader.election.enable", "retention.bytes", "delete.retention.ms",
+    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "segment.ms",
+    "message.timestamp.difference.max.ms", "segment.index.bytes",
+]
+
+
+def test_entries_come_in_kafkas_order() -> None:
+    assert kafka_map_order(sorted(KAFKA_TOPIC_CONFIG_ORDER)) == KAFKA_TOPIC_CONFIG_ORDER
+    assert [e.name for e in describe_topic({}, _dyn())] == KAFKA_TOPIC_CONFIG_ORDER
+
+
+def test_a_broker_describes_every_kafka_config_and_hides_unknown_values() -> None:
+    entries = _by_name(describe_broker(_dyn(), per_broker=True))
+    assert len(entries) == 314 + 1  # the 314 of a Kafka 3.9 broker, and the unknown custom.key
+    assert entries["node.id"].value == "0" and entries["ssl.keystore.type"].value == "JKS"
+    assert "log.initial.task.delay.ms" not in entries  # internal, as in Kafka
+    assert (entries["custom.key"].value, entries["custom.key"].is_sensitive) == (None, True)

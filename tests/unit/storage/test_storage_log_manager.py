@@ -122,3 +122,20 @@ def test_scheduler_runs_periodic_tasks(tmp_path: Path) -> None:
     manager.stop_scheduler()
     assert "t 0 1" in path.read_text()
     manager.shutdown()
+
+
+def test_retention_first_runs_after_the_initial_task_delay(tmp_path: Path) -> None:
+    """As Kafka's log.initial.task.delay.ms: expired data goes soon after startup, not only after a
+    whole log.retention.check.interval.ms."""
+    manager = _manager(tmp_path, dirs=1, retention_check_interval_ms=3_600_000, initial_task_delay_ms=0)
+    log = manager.get_or_create_log("t", 0)
+    manager.update_topic_config("t", {"retention.ms": "1000"})
+    log.append_as_leader(batch(3, timestamp=1_600_000_000_000), leader_epoch=0)
+    log.update_high_watermark(3)
+    manager.start_scheduler(tick_ms=5)
+    deadline = time.monotonic() + 10
+    while log.log_start_offset < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    manager.stop_scheduler()
+    assert log.log_start_offset == 3
+    manager.shutdown()
