@@ -36,6 +36,7 @@ from broker.network.request_handler import KafkaRequestHandlerPool
 from broker.network.socket_server import SocketServer
 from broker.replica_manager import ReplicaManager
 from broker.replication.alter_partition_manager import AlterPartitionManager
+from broker.replication.replica_alter_log_dirs_manager import ReplicaAlterLogDirsManager
 from broker.replication.replica_fetcher import FetcherConfig
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from broker.replication.replication_quota import ReplicationQuotas
@@ -62,12 +63,26 @@ from protocol.messages import ControlledShutdownRequest
 from storage.cleaner.cleaner_config import CleanerConfig
 from storage.log_config import broker_defaults
 from storage.log_manager import LogManager
-from storage.meta_properties import read_meta_properties
+from storage.meta_properties import MetaProperties, read_meta_properties
 from storage.producer_state import ProducerStateManagerConfig
 
 log = logging.getLogger(__name__)
 
 CONTROLLED_SHUTDOWN_VERSION = 3
+
+
+def _read_meta_properties(log_dirs: list[str]) -> tuple[dict[str, MetaProperties | None], list[str]]:
+    """Each log dir's meta.properties (None where there is none), and the dirs where it could not be
+    read: those start offline, as Kafka's MetaPropertiesEnsemble error dirs do."""
+    stored: dict[str, MetaProperties | None] = {}
+    unreadable = []
+    for log_dir in log_dirs:
+        try:
+            stored[log_dir] = read_meta_properties(log_dir)
+        except OSError as exc:
+            log.error("Failed to read meta.properties of log dir %s: %s", log_dir, exc)
+            unreadable.append(log_dir)
+    return stored, unreadable
 
 
 class KafkaServer:
@@ -94,13 +109,13 @@ class KafkaServer:
         log.info("starting")
         # How this broker reaches the others; a bad keystore or JAAS config stops start-up here.
         self.client_security = ClientSecurity.inter_broker(config)
-        stored = {d: read_meta_properties(d) for d in config.log_dirs}
+        stored, unreadable = _read_meta_properties(config.log_dirs)
         log.info("Connecting to zookeeper on %s", config.zookeeper_connect)
         zk = await loop.run_in_executor(None, lambda: KafkaZkClient.connect(
             config.zookeeper_connect, config.zookeeper_session_timeout_ms,
             config.zookeeper_connection_timeout_ms, f"broker-{config.broker_id}"))
         try:
-            await self._startup_with_zk(zk, stored)
+            await self._startup_with_zk(zk, stored, unreadable)
         except BaseException:
             if self.metrics_endpoint is not None:
                 await self.metrics_endpoint.stop()
@@ -109,7 +124,7 @@ class KafkaServer:
             await loop.run_in_executor(None, self._close_partial, zk)
             raise
 
-    async def _startup_with_zk(self, zk: KafkaZkClient, stored: dict[str, Any]) -> None:
+    async def _startup_with_zk(self, zk: KafkaZkClient, stored: dict[str, Any], unreadable: list[str]) -> None:
         config = self.config
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, zk.create_top_level_paths)
@@ -133,7 +148,7 @@ class KafkaServer:
             cleaner_config=CleanerConfig.from_props(config.values()),
             initial_task_delay_ms=config.get("log.initial.task.delay.ms"),
         )
-        await loop.run_in_executor(None, log_manager.startup, broker_id, cluster_id)
+        await loop.run_in_executor(None, log_manager.startup, broker_id, cluster_id, unreadable)
         self.log_manager = log_manager
 
         handlers.load_all()
@@ -295,6 +310,9 @@ class KafkaServer:
             replica_manager.on_isr_changed, self.client_security)
         alter_partition.start()
         replica_manager.alter_partition_manager = alter_partition
+        replica_manager.alter_log_dirs_manager = ReplicaAlterLogDirsManager(
+            replica_manager.log_manager, replica_manager.run_blocking, config.get("replica.fetch.max.bytes"),
+            config.get("replica.fetch.backoff.ms"), quotas.alter_log_dirs)
         self._isr_expiration = asyncio.get_running_loop().create_task(
             replica_manager.run_isr_expiration(config.get("replica.lag.time.max.ms")), name="isr-expiration")
 
@@ -306,6 +324,8 @@ class KafkaServer:
             await replica_manager.fetcher_manager.shutdown()
         if replica_manager.alter_partition_manager is not None:
             await replica_manager.alter_partition_manager.shutdown()
+        if replica_manager.alter_log_dirs_manager is not None:
+            await replica_manager.alter_log_dirs_manager.shutdown()
 
     def _resolve_broker_id(self, zk: KafkaZkClient, stored: dict[str, Any]) -> int:
         """broker.id, else the id in meta.properties, else a generated one (broker.id.generation.enable)."""

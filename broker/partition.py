@@ -51,7 +51,7 @@ class Partition:
         self.partition = partition
         self.broker_id = broker_id
         self.topic_id: uuid.UUID | None = None
-        self.log: Log | None = None
+        self._log: Log | None = None
         self.leader_id = -1
         self.leader_epoch = NO_EPOCH
         self.leader_epoch_start_offset = -1
@@ -65,6 +65,20 @@ class Partition:
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, epoch={self.leader_epoch}, "
                 f"isr={self.isr})")
+
+    @property
+    def log(self) -> Log | None:
+        """This replica's log; once a log dir move swapped in its future log, that one."""
+        current = self._log
+        if current is not None and current.moved_to is not None:
+            while current.moved_to is not None:
+                current = current.moved_to
+            self._log = current
+        return current
+
+    @log.setter
+    def log(self, log: Log | None) -> None:
+        self._log = log
 
     @property
     def is_leader(self) -> bool:

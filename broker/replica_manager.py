@@ -31,10 +31,11 @@ from coordination.errors import InvalidTopicError
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import LeaderAndIsrResponse, ProduceResponse, StopReplicaResponse
 from protocol.schema import ZERO_UUID
-from storage.errors import StorageError
+from storage.errors import KafkaStorageError, StorageError
 from storage.file_records import FileRecords
 from storage.log import FetchIsolation, Log, LogAppendInfo
-from storage.log_manager import LogManager
+from storage.log_files import FUTURE_DIR_SUFFIX, suffixed_dir_name
+from storage.log_manager import LogManager, parent_dir
 from storage.meta_properties import InconsistentMetadataError
 from storage.producer_state import SENTINEL_GUARD, AppendOrigin, VerificationGuard
 from storage.transaction_index import AbortedTxn
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, TransactionSupportedOperation
     from broker.metadata_cache import MetadataCache
     from broker.replication.alter_partition_manager import AlterPartitionManager
+    from broker.replication.replica_alter_log_dirs_manager import ReplicaAlterLogDirsManager
     from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
     from broker.replication.replication_quota import ReplicationQuotaManager
 
@@ -96,6 +98,7 @@ class ReplicaManager:
         # Set by the server once built (they need the running loop); None in tests without replication.
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
+        self.alter_log_dirs_manager: ReplicaAlterLogDirsManager | None = None  # moves between log dirs
         self.leader_quota: ReplicationQuotaManager | None = None  # throttled replication, leader side
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None  # KIP-890 verification
         self._leader_endpoints: dict[int, tuple[str, int]] = {}  # from LeaderAndIsr's live leaders
@@ -169,14 +172,20 @@ class ReplicaManager:
         if tp in self.offline_partitions:
             return Errors.KAFKA_STORAGE_ERROR
         try:
-            tp_log = await self.run_blocking(
+            tp_log = await self.run_blocking(functools.partial(
                 self.log_manager.get_or_create_log, topic, state.partition_index, config,
-                topic_id if topic_id != ZERO_UUID else None)
+                topic_id if topic_id != ZERO_UUID else None, is_new=state.is_new))
         except InconsistentMetadataError as exc:
             log.error("LeaderAndIsr for %s-%d: %s", topic, state.partition_index, exc)
             return Errors.INCONSISTENT_TOPIC_ID
-        except StorageError as exc:
-            log.error("Cannot create the log of %s-%d: %s", topic, state.partition_index, exc)
+        except StorageError as exc:  # Kafka's markPartitionOffline: KAFKA_STORAGE_ERROR until deleted
+            log.error("Skipped the become-%s state change for %s-%d since the replica for the partition is offline "
+                      "due to storage error %s", "leader" if state.leader == self.broker_id else "follower",
+                      topic, state.partition_index, exc)
+            await self._stop_fetching([tp])
+            self.offline_partitions.add(tp)
+            if self.partitions.pop(tp, None) is not None:
+                self.complete_delayed_requests(tp)
             return Errors.KAFKA_STORAGE_ERROR
         if partition is None:
             partition = self.partitions[tp] = Partition(topic, state.partition_index, self.broker_id)
@@ -195,6 +204,8 @@ class ReplicaManager:
             await self._start_fetching(tp, partition)
         else:
             partition.make_follower(state, tp_log)  # same leader and epoch: keep fetching
+        if self.log_manager.get_log(*tp, future=True) is not None:  # a move a restart interrupted
+            await self._start_moving(tp, partition)
         self.complete_delayed_requests(tp)
         self._notify_leadership(topic, state.partition_index, state.leader == self.broker_id, state.leader_epoch)
         return Errors.NONE
@@ -226,6 +237,7 @@ class ReplicaManager:
                 and leader_epoch < partition.leader_epoch:
             return Errors.FENCED_LEADER_EPOCH
         await self._stop_fetching([tp])
+        await self._stop_moving([tp])
         removed = self.partitions.pop(tp, None)
         if delete:
             self.offline_partitions.discard(tp)
@@ -237,6 +249,7 @@ class ReplicaManager:
                 self.topic_stats.remove(tp[0])
             try:
                 await self.run_blocking(self.log_manager.delete_log, tp[0], tp[1])
+                await self.run_blocking(self.log_manager.delete_log, tp[0], tp[1], True)
             except (OSError, StorageError) as exc:
                 log.error("Cannot delete the log of %s-%d: %s", tp[0], tp[1], exc)
                 return Errors.KAFKA_STORAGE_ERROR
@@ -248,21 +261,72 @@ class ReplicaManager:
         """Kafka's handleLogDirFailure: stop serving the replicas in a dir that failed and tell the
         controller, which moves their leadership; halt when no dir is left (the data on disk is
         left for recovery at the next start, as after a crash)."""
-        offline = self.log_manager.handle_log_dir_failure(log_dir)
+        offline, offline_futures = self.log_manager.handle_log_dir_failure(log_dir)
         if not self.log_manager.live_log_dirs:
             log.error("Shutdown broker because all log dirs in %s have failed", ", ".join(self.log_manager.log_dirs))
             logging.shutdown()
             os._exit(1)
         await self._stop_fetching(offline)
+        await self._stop_moving(offline + offline_futures)
         for tp in offline:
             self.offline_partitions.add(tp)
             removed = self.partitions.pop(tp, None)
             self.complete_delayed_requests(tp)
             if removed is not None:
                 self._notify_leadership(tp[0], tp[1], False, removed.leader_epoch)
-        log.warning("Stopped serving replicas %s in failed dir %s", sorted(offline), log_dir)
+        log.warning("Stopped serving replicas %s and moving replicas %s in failed dir %s", sorted(offline),
+                    sorted(offline_futures), log_dir)
         if self.propagate_log_dir_event is not None:
             await self.propagate_log_dir_event()
+
+    # --- moving replicas between log dirs -------------------------------------------------------
+    async def alter_replica_log_dirs(self, dirs: dict[TopicPartition, str]) -> dict[TopicPartition, Errors]:
+        """AlterReplicaLogDirs, as Kafka's ReplicaManager.alterReplicaLogDirs: move each hosted replica
+        to its destination dir through a future log there (a move to another dir first cancels the
+        one under way, a move back to the current dir just cancels it); for a replica not hosted yet,
+        remember the dir it is to be created in and answer REPLICA_NOT_AVAILABLE."""
+        results: dict[TopicPartition, Errors] = {}
+        for tp, destination in dirs.items():
+            try:
+                await self._alter_replica_log_dir(tp, destination)
+                results[tp] = Errors.NONE
+            except (KafkaApiError, StorageError) as exc:
+                error = error_of(exc) or Errors.UNKNOWN_SERVER_ERROR
+                log.warning("Unable to alter log dirs for %s-%d: %s", *tp, exc)
+                results[tp] = error
+        return results
+
+    async def _alter_replica_log_dir(self, tp: TopicPartition, destination: str) -> None:
+        if len(suffixed_dir_name(*tp, FUTURE_DIR_SUFFIX)) > 255:
+            raise KafkaApiError(Errors.INVALID_TOPIC_EXCEPTION, "The topic name is too long.")
+        if not self.log_manager.is_log_dir_online(destination):
+            raise KafkaStorageError(f"Log directory {destination} is offline")
+        if tp in self.offline_partitions:
+            raise KafkaStorageError(f"Partition {tp[0]}-{tp[1]} is offline")
+        partition = self.partitions.get(tp)
+        future = self.log_manager.get_log(*tp, future=True)
+        if partition is not None and future is not None and parent_dir(future) != destination:
+            await self._stop_moving([tp])  # the destination changed: this move is over
+            await self.run_blocking(self.log_manager.delete_log, tp[0], tp[1], True)
+        self.log_manager.maybe_update_preferred_log_dir(*tp, destination)
+        if partition is None or partition.log is None:
+            if self.metadata_cache.partition(*tp) is not None:
+                raise KafkaApiError(Errors.REPLICA_NOT_AVAILABLE, f"{tp[0]}-{tp[1]} is not hosted here yet")
+            raise KafkaApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        if self.log_manager.log_dir_of(*tp) == destination:
+            log.info("Current log directory of %s-%d is the requested log dir %s: no future replica", *tp, destination)
+            return
+        if self.log_manager.get_log(*tp, future=True) is None:
+            await self.run_blocking(self.log_manager.get_or_create_future_log, tp[0], tp[1], partition.topic_id)
+            await self._start_moving(tp, partition)
+
+    async def _start_moving(self, tp: TopicPartition, partition: Partition) -> None:
+        if self.alter_log_dirs_manager is not None:
+            await self.alter_log_dirs_manager.add_partitions({tp: partition})
+
+    async def _stop_moving(self, tps: list[TopicPartition]) -> None:
+        if self.alter_log_dirs_manager is not None:
+            await self.alter_log_dirs_manager.remove_partitions(tps)
 
     # --- replication --------------------------------------------------------------------------
     def leader_endpoint(self, leader_id: int) -> tuple[str, int] | None:

@@ -19,6 +19,12 @@ class KafkaStorageError(StorageError):
     """An I/O error (disk full, failing device) on a log dir, which is offline from then on."""
 
 
+class LogDirNotFoundError(StorageError):
+    """A path that is not one of the broker's ``log.dirs`` (AlterReplicaLogDirs)."""
+
+    error_name = "LOG_DIR_NOT_FOUND"
+
+
 class CorruptIndexError(StorageError):
     """An index file fails its sanity check; the loader rebuilds it from the .log."""
 

@@ -10,13 +10,14 @@ offset. All public methods are synchronous and thread-safe (one lock per log).
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import os
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from protocol.exceptions import CorruptRecordError
 from protocol.records.batch import Buffer
@@ -101,6 +102,27 @@ class LastRecord(NamedTuple):
     producer_epoch: int
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class LogMovedError(Exception):
+    """Raised under a log's lock once its future log replaced it (AlterReplicaLogDirs)."""
+
+
+def follows_move(method: F) -> F:
+    """A call on a log that its future log replaced runs on the replacement instead: whoever took
+    the log before the swap never appends to, truncates or reads the retired copy."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except LogMovedError:
+            return getattr(self.moved_to, name)(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]
+
+
 class Log:
     def __init__(
         self,
@@ -133,6 +155,8 @@ class Log:
         # cleaning that raced one notice it before swapping its segments in.
         self.truncation_guard: Callable[[], AbstractContextManager[object]] = nullcontext
         self.truncation_count = 0
+        # The future log that replaced this one in another log dir (set under the lock by the swap).
+        self.moved_to: Log | None = None
         current = now_ms() if now is None else now
         loaded = LogLoader(
             directory, config, self.segments, self.producers, self.leader_epoch_cache,
@@ -195,22 +219,37 @@ class Log:
         with self._lock:
             return self.segments.size_in_bytes()
 
+    def exclusive(self) -> AbstractContextManager[bool]:
+        """The log's own lock: while it is held no other thread appends to, truncates or reads it
+        (a log dir move copies the last batches and swaps logs under it)."""
+        return self._lock
+
+    def _check_not_moved(self) -> None:
+        """Call under the lock: a retired log refuses, and ``follows_move`` re-runs the call."""
+        if self.moved_to is not None:
+            raise LogMovedError(self.topic_partition)
+
+    @follows_move
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start, log end]; returns the value set."""
         with self._lock:
+            self._check_not_moved()
             hw = min(max(offset, self._log_start_offset), self._next_offset)
             self._high_watermark = hw
             self.producers.on_high_watermark_updated(hw)
             return hw
 
+    @follows_move
     def maybe_increment_high_watermark(self, offset: int) -> bool:
         with self._lock:
+            self._check_not_moved()
             if offset <= self._high_watermark:
                 return False
             self.update_high_watermark(offset)
             return True
 
     # --- appends --------------------------------------------------------------------------
+    @follows_move
     @reports_io_errors
     def append_as_leader(
         self, records: bytearray | memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT,
@@ -226,6 +265,7 @@ class Log:
         return self._append(records, origin, leader_epoch, assign_offsets=True, now=now, check_crc=not validated,
                             verification_guard=verification_guard)
 
+    @follows_move
     @reports_io_errors
     def append_as_follower(self, records: Buffer, now: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader as they are (offsets already assigned)."""
@@ -243,6 +283,7 @@ class Log:
         current = now_ms() if now is None else now
         size = len(records)
         with self._lock:
+            self._check_not_moved()
             if not batches:
                 return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0, 0)
             if assign_offsets:
@@ -300,10 +341,12 @@ class Log:
                 size, len(batches), num_records, completed_txns=completed,
             )
 
+    @follows_move
     def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:
         """The guard the next transactional append of this producer must carry: SENTINEL when its
         transaction is already open here (no verification needed), else its pending verification's."""
         with self._lock:
+            self._check_not_moved()
             producers = self.producers
             if producers.has_ongoing_transaction(producer_id):
                 return SENTINEL_GUARD
@@ -366,6 +409,8 @@ class Log:
         self.last_flush_ms = now_ms()
 
     # --- reads ----------------------------------------------------------------------------
+    @follows_move
+    @reports_io_errors
     def read(
         self,
         fetch_offset: int,
@@ -379,6 +424,7 @@ class Log:
         ``max_offset`` (exclusive) overrides the bound the isolation level gives.
         """
         with self._lock:
+            self._check_not_moved()
             if max_offset is None:
                 max_offset = {
                     FetchIsolation.LOG_END: self._next_offset,
@@ -420,9 +466,12 @@ class Log:
                     break
             return found
 
+    @follows_move
+    @reports_io_errors
     def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: the first offset whose timestamp is >= target, or the special earliest/latest/max."""
         with self._lock:
+            self._check_not_moved()
             if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                 earliest = self.leader_epoch_cache.earliest_entry()
                 epoch = earliest.epoch if earliest and earliest.start_offset <= self._log_start_offset else None
@@ -453,17 +502,22 @@ class Log:
                         return TimestampAndOffset(record.timestamp, record.offset, epoch if epoch >= 0 else None)
         return None
 
+    @follows_move
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """Record that ``leader_epoch`` starts at ``start_offset`` (the broker calls it on becoming leader)."""
         with self._lock:
+            self._check_not_moved()
             self.leader_epoch_cache.assign(leader_epoch, start_offset)
 
+    @follows_move
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: (epoch, end offset) from the leader-epoch cache."""
         with self._lock:
+            self._check_not_moved()
             return self.leader_epoch_cache.end_offset_for(leader_epoch, self._next_offset)
 
     # --- truncation -----------------------------------------------------------------------
+    @follows_move
     @reports_io_errors
     def truncate_to(self, target_offset: int) -> bool:
         """Remove everything from ``target_offset`` on (follower truncation); False if nothing to do."""
@@ -471,6 +525,7 @@ class Log:
             raise ValueError(f"cannot truncate {self.topic_partition} to a negative offset {target_offset}")
         below_active = target_offset < self.segments.active.base_offset
         with self.truncation_guard() if below_active else nullcontext(), self._lock:
+            self._check_not_moved()
             if target_offset >= self._next_offset:
                 # Kafka always cuts the epoch cache: a broker that led and assigned an epoch without
                 # appending under it must not keep claiming that epoch as a follower.
@@ -491,10 +546,12 @@ class Log:
             rebuild_producer_state(self.producers, self.segments, self._log_start_offset, target_offset, now_ms())
             return True
 
+    @follows_move
     @reports_io_errors
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop every segment and restart the log, empty, at ``new_offset``."""
         with self.truncation_guard(), self._lock:
+            self._check_not_moved()
             self.truncation_count += 1
             self._truncate_fully_and_start_at(new_offset)
 
@@ -507,9 +564,11 @@ class Log:
         self._log_start_offset = self._next_offset = self._recovery_point = self._high_watermark = new_offset
 
     # --- retention and log start offset ---------------------------------------------------
+    @follows_move
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, from_delete_records: bool = False) -> bool:
         """Advance the log start offset (DeleteRecords, or after segment deletion)."""
         with self._lock:
+            self._check_not_moved()
             if from_delete_records and new_log_start_offset > self._high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot increment the log start offset to {new_log_start_offset} of partition "
@@ -680,6 +739,22 @@ class Log:
             self.producers.remove_expired_producers(now)
 
     # --- lifecycle ------------------------------------------------------------------------
+    @reports_io_errors
+    def rename_dir(self, name: str) -> None:
+        """Rename this log's directory within its log dir (Kafka's renameDir), files staying open:
+        a future log becomes the current one, a replaced log is marked for deletion."""
+        with self._lock:
+            target = os.path.join(os.path.dirname(os.path.normpath(self.dir)), name)
+            os.rename(self.dir, target)
+            fsync_dir(os.path.dirname(target))
+            self.dir = target
+            for segment in self.segments:
+                segment.update_parent_dir(target)
+            for _, segment in self._pending_deletes:
+                segment.update_parent_dir(target)
+            self.producers.update_parent_dir(target)
+            self.leader_epoch_cache.checkpoint.path = os.path.join(target, LEADER_EPOCH_CHECKPOINT)
+
     def close(self) -> None:
         """Flush, snapshot producer state at the log end, trim indexes and close files."""
         with self._lock:

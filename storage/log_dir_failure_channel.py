@@ -30,8 +30,14 @@ class LogDirFailureChannel:
         self._handler: Callable[[str], None] | None = None
 
     def set_handler(self, handler: Callable[[str], None]) -> None:
-        """``handler(log_dir)`` runs once per failed dir, on the thread that hit the error."""
-        self._handler = handler
+        """``handler(log_dir)`` runs once per failed dir, on the thread that hit the error; the dirs
+        that failed before (at start-up) are handed to it now, as Kafka's LogDirFailureHandler
+        takes them from the channel's queue when it starts."""
+        with self._lock:
+            self._handler = handler
+            failed = sorted(self._offline)
+        for log_dir in failed:
+            handler(log_dir)
 
     def maybe_add_offline_log_dir(self, log_dir: str, message: str, exc: BaseException) -> None:
         with self._lock:

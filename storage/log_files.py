@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -40,6 +41,18 @@ def offset_from_file_name(name: str) -> int | None:
 
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def suffixed_dir_name(topic: str, partition: int, suffix: str) -> str:
+    """``<topic>-<partition>.<uuid>-future`` (or ``-delete``): Kafka's logDirNameWithSuffix."""
+    return f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{suffix}"
+
+
+def parse_future_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a future log's ``<topic>-<partition>.<uuid>-future`` directory."""
+    if not name.endswith(FUTURE_DIR_SUFFIX) or "." not in name:
+        return None
+    return parse_partition_dir(name[: name.rindex(".")])
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:

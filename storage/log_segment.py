@@ -477,6 +477,11 @@ class LogSegment:
             else:
                 item.path = stem + new_suffix
 
+    def update_parent_dir(self, directory: str) -> None:
+        """The log's directory was renamed (Kafka's updateParentDir): the files keep their names."""
+        for item in (self.log, self.offset_index, self.time_index, self.txn_index):
+            item.path = os.path.join(directory, os.path.basename(item.path))
+
     def close(self) -> None:
         """Like a roll: force the final time-index entry (if it fits), trim everything, close."""
         index = self.time_index

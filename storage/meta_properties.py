@@ -6,6 +6,7 @@ import base64
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from storage.checkpoints import write_atomically
@@ -69,11 +70,27 @@ def write_meta_properties(log_dir: str, meta: MetaProperties) -> None:
     write_atomically(os.path.join(log_dir, META_PROPERTIES), body.encode("latin-1"))
 
 
-def ensure_meta_properties(log_dirs: list[str], broker_id: int, cluster_id: str | None) -> MetaProperties:
-    """Check every log dir agrees with this broker; write meta.properties where missing."""
+def ensure_meta_properties(log_dirs: list[str], broker_id: int, cluster_id: str | None,
+                           on_io_error: Callable[[str, OSError], None] | None = None) -> MetaProperties:
+    """Check every log dir agrees with this broker; write meta.properties where missing. With
+    ``on_io_error``, a dir whose file cannot be read or written is handed to it (it goes offline)
+    instead of failing start-up."""
     wanted = MetaProperties(ZK_VERSION, broker_id, cluster_id)
+    failed: set[str] = set()
+
+    def io_error(log_dir: str, exc: OSError) -> None:
+        if on_io_error is None:
+            raise exc
+        failed.add(log_dir)
+        on_io_error(log_dir, exc)
+
+    found_in: dict[str, MetaProperties | None] = {}
     for log_dir in log_dirs:
-        found = read_meta_properties(log_dir)
+        try:
+            found = found_in[log_dir] = read_meta_properties(log_dir)
+        except OSError as exc:
+            io_error(log_dir, exc)
+            continue
         if found is None:
             continue
         if found.broker_id is not None and found.broker_id != broker_id:
@@ -85,9 +102,11 @@ def ensure_meta_properties(log_dirs: list[str], broker_id: int, cluster_id: str 
                 f"the cluster id {cluster_id} doesn't match the stored cluster id {found.cluster_id} in {log_dir}"
             )
     for log_dir in log_dirs:
-        found = read_meta_properties(log_dir)
-        if found != wanted:
-            write_meta_properties(log_dir, wanted)
+        if log_dir not in failed and found_in.get(log_dir) != wanted:
+            try:
+                write_meta_properties(log_dir, wanted)
+            except OSError as exc:
+                io_error(log_dir, exc)
     return wanted
 
 

@@ -300,6 +300,11 @@ class ProducerStateManager:
                     found[offset] = os.path.join(self.log_dir, name)
         return dict(sorted(found.items()))
 
+    def update_parent_dir(self, directory: str) -> None:
+        """The log's directory was renamed: snapshots keep their names."""
+        self.log_dir = directory
+        self._snapshots = {o: os.path.join(directory, os.path.basename(p)) for o, p in self._snapshots.items()}
+
     def latest_snapshot_offset(self) -> int | None:
         return next(reversed(self._snapshots), None)
 

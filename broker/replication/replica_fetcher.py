@@ -62,6 +62,23 @@ def _unknown_broker_epoch() -> int:
     return -1
 
 
+def offset_truncation_state(tp_log: Log, leader_epoch: int, end_offset: int) -> tuple[int, bool]:
+    """Where a replica's log must be cut, given where the leader's copy of the replica's latest epoch
+    ends, and whether that cut is final (Kafka's getOffsetTruncationState): False when the replica
+    lacks the leader's epoch and must ask again about its own epoch before that one."""
+    log_end = tp_log.log_end_offset
+    if end_offset == UNDEFINED_EPOCH_OFFSET:
+        return tp_log.high_watermark, True
+    if leader_epoch == UNDEFINED_EPOCH:
+        return min(end_offset, log_end), True
+    epoch, end = tp_log.end_offset_for_epoch(leader_epoch)
+    if end == UNDEFINED_EPOCH_OFFSET:  # we never had that epoch nor any later one
+        return min(end_offset, log_end), True
+    if epoch != leader_epoch:  # we lack the leader's epoch: cut to ours before it, ask again
+        return min(end, log_end), False
+    return min(end, end_offset, log_end), True
+
+
 class ReplicaState(enum.Enum):
     TRUNCATING = "Truncating"
     FETCHING = "Fetching"
@@ -221,22 +238,10 @@ class ReplicaFetcher:
 
     async def _on_epoch_end_offset(self, tp: TopicPartition, state: PartitionFetchState, leader_epoch: int,
                                    end_offset: int) -> None:
-        """Where to cut, given where the leader's copy of an epoch ends (an OffsetsForLeaderEpoch
-        answer or a Fetch response's diverging epoch), as Kafka's getOffsetTruncationState decides it."""
-        tp_log = state.log
-        log_end = tp_log.log_end_offset
-        if end_offset == UNDEFINED_EPOCH_OFFSET:
-            await self._truncate_to(tp, state, tp_log.high_watermark, completed=True)
-        elif leader_epoch == UNDEFINED_EPOCH:
-            await self._truncate_to(tp, state, min(end_offset, log_end), completed=True)
-        else:
-            epoch, end = tp_log.end_offset_for_epoch(leader_epoch)
-            if end == UNDEFINED_EPOCH_OFFSET:  # we never had that epoch nor any later one
-                await self._truncate_to(tp, state, min(end_offset, log_end), completed=True)
-            elif epoch != leader_epoch:  # we lack the leader's epoch: cut to ours before it, ask again
-                await self._truncate_to(tp, state, min(end, log_end), completed=False)
-            else:
-                await self._truncate_to(tp, state, min(end, end_offset, log_end), completed=True)
+        """Cut where the leader's copy of an epoch ends (an OffsetsForLeaderEpoch answer or a Fetch
+        response's diverging epoch)."""
+        offset, completed = offset_truncation_state(state.log, leader_epoch, end_offset)
+        await self._truncate_to(tp, state, offset, completed)
 
     async def _truncate_to(self, tp: TopicPartition, state: PartitionFetchState, offset: int,
                            completed: bool) -> None:

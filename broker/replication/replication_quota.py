@@ -5,7 +5,8 @@ throttled on this broker when the topic's ``leader.replication.throttled.replica
 leader) or ``follower.replication.throttled.replicas`` (as follower) lists
 ``<partition>:<this broker>`` or is ``*``; the bound is the broker's dynamic
 ``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate``. Only
-replicas outside the ISR are held back, so throttling never delays acks=all.
+replicas outside the ISR are held back, so throttling never delays acks=all. Moves between
+this broker's log dirs are bounded by ``replica.alter.log.dirs.io.max.bytes.per.second``.
 
 The rate is measured as Kafka's Rate sensor does: bytes in the last ``window_num`` windows of
 ``window_s`` divided by the elapsed time, which counts as at least ``window_num - 1`` windows.
@@ -30,6 +31,7 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 def throttled_partitions(value: str | None, broker_id: int) -> set[int] | None:
@@ -102,6 +104,7 @@ class ReplicationQuotas:
         self.broker_id = broker_id
         self.leader = ReplicationQuotaManager("LeaderReplication")
         self.follower = ReplicationQuotaManager("FollowerReplication")
+        self.alter_log_dirs = ReplicationQuotaManager("AlterLogDirsReplication")  # moves between log dirs
         self._broker_configs: dict[str, Mapping[str, str]] = {}
 
     def on_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
@@ -113,5 +116,6 @@ class ReplicationQuotas:
         self._broker_configs[entity_name] = dict(config)
         own = self._broker_configs.get(str(self.broker_id), {})
         default = self._broker_configs.get(DEFAULT_ENTITY, {})
-        for key, quota in ((LEADER_RATE, self.leader), (FOLLOWER_RATE, self.follower)):
+        for key, quota in ((LEADER_RATE, self.leader), (FOLLOWER_RATE, self.follower),
+                           (ALTER_LOG_DIRS_RATE, self.alter_log_dirs)):
             quota.update_quota(throttle_rate(own if key in own else default, key))

@@ -215,7 +215,8 @@ class ControllerBrokerRequestBatch:
                     isr=list(lai.isr),
                     zk_version=lai.partition_epoch,
                     replicas=list(replicas),
-                    offline_replicas=[r for r in replicas if r not in live],
+                    # Kafka's isReplicaOnline: a dead or shutting-down broker, or a failed log dir of it
+                    offline_replicas=[r for r in replicas if not self.context.is_replica_online(r, tp)],
                 )
             )
         topics = sorted({p.topic_name for p in partition_states})

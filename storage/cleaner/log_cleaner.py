@@ -199,5 +199,8 @@ class LogCleaner:
     def update_checkpoints(self, data_dir: str, remove: TopicPartition | None = None) -> None:
         self.manager.update_checkpoints(data_dir, remove=remove)
 
+    def alter_checkpoint_dir(self, tp: TopicPartition, source_dir: str, dest_dir: str) -> None:
+        self.manager.alter_checkpoint_dir(tp, source_dir, dest_dir)
+
     def maybe_truncate_checkpoint(self, data_dir: str, tp: TopicPartition, offset: int) -> None:
         self.manager.maybe_truncate_checkpoint(data_dir, tp, offset)

@@ -182,6 +182,15 @@ class LogCleanerManager:
                 offsets[update[0]] = update[1]
             checkpoint.write(offsets)
 
+    def alter_checkpoint_dir(self, tp: TopicPartition, source_dir: str, dest_dir: str) -> None:
+        """A replica moved to another log dir: its cleaner checkpoint moves with it."""
+        with self._lock:
+            source = self._checkpoints.get(source_dir)
+            offset = None if source is None else self._read_checkpoint(source).get(tp)
+            if offset is not None:
+                self.update_checkpoints(source_dir, remove=tp)
+                self.update_checkpoints(dest_dir, update=(tp, offset))
+
     def maybe_truncate_checkpoint(self, data_dir: str, tp: TopicPartition, offset: int) -> None:
         """After a truncation: the checkpoint must not point past the log's new end."""
         with self._lock:

@@ -6,11 +6,24 @@ The image and the mount point carry the network's tag in their names, which is h
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from tests.faults.netns import sh
 
 FILLER = "filler"
+
+
+def loop_disks_unavailable_reason() -> str | None:
+    """Why loop-mounted disks cannot be made here, or None when they can."""
+    if os.geteuid() != 0:
+        return "loop-mounted disks need root (losetup, mount)"
+    for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (scripts/bootstrap.sh installs it)"
+    if not os.path.exists("/dev/loop-control"):
+        return "this kernel offers no loop devices (/dev/loop-control is absent)"
+    return None
 
 
 class SmallDisk:
@@ -61,6 +74,17 @@ class SmallDisk:
 
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)
+
+    def fail(self) -> None:
+        """Abort the filesystem (ext4's ``abort`` option, what ``errors=remount-ro`` does to a failing
+        disk): from now on every write, fsync and file creation on it fails with EROFS."""
+        sh("mount", "-o", "remount,abort", str(self.mount_point))
+
+    def repair(self) -> None:
+        """The disk is back: unmount it (nothing may use it), check it and mount it again."""
+        sh("umount", str(self.mount_point))
+        sh("e2fsck", "-f", "-y", str(self.image), check=False)  # exit 1: errors were corrected
+        sh("mount", "-o", "loop", str(self.image), str(self.mount_point))
 
     def unmount(self) -> None:
         sh("umount", "-l", str(self.mount_point), check=False)
