@@ -66,7 +66,12 @@ class NumberedProducer(threading.Thread):
     def finish(self, timeout: float = 120.0) -> None:
         """Wait until all ``n`` messages are sent and every one is acknowledged or failed."""
         self.join(timeout)
-        assert not self.is_alive(), f"the producer is still sending or waiting for deliveries after {timeout}s"
+        if self.is_alive():
+            pending = sorted(set(range(self.sent)) - self.acked.keys() - self.failed.keys())
+            by_partition = {p: sum(1 for n in pending if n % self.partitions == p) for p in range(self.partitions)}
+            raise AssertionError(f"the producer is still sending or waiting for deliveries after {timeout}s: "
+                                 f"{len(pending)} of {self.sent} sent not answered (by partition: {by_partition}, "
+                                 f"first: {pending[:5]})")
 
     def wait_for_progress(self, more: int, timeout: float = 60.0) -> None:
         """Wait until ``more`` messages beyond those acknowledged now are acknowledged."""

@@ -160,7 +160,10 @@ def test_group_offsets_survive_the_coordinator_moving_between_kinds(mixed: Mixed
     offsets_partition = partition_for(group, int(MIXED_DEFAULTS["offsets.topic.num.partitions"]))
     consumed = consume_and_commit(mixed, topic, group, 100, reset="earliest")
 
-    # Stop the replicas of the offsets partition that come before the first one of the other kind.
+    # Leadership can only move to a replica in the ISR: wait until every replica of the new
+    # offsets partitions has caught up, then stop the replicas of the group's offsets partition
+    # that come before the first one of the other kind.
+    wait_for_full_isr(mixed, "__consumer_offsets", int(MIXED_DEFAULTS["offsets.topic.num.partitions"]))
     replicas = _replicas(mixed, "__consumer_offsets", offsets_partition)
     other = next(r for r in replicas if mixed.kind(mixed.broker(r)) != mixed.kind(first))
     stopped = [mixed.broker(r) for r in replicas[:replicas.index(other)] if mixed.broker(r).process is not None]

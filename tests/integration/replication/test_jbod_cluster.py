@@ -60,8 +60,7 @@ def jbod_cluster(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.Tem
     plain = [tmp / f"b{i}-plain" for i in range(3)]
     brokers = [BrokerProcess(zk, i, tmp, {
         "log.dirs": f"{disks[i].mount_point},{plain[i]}", "log.segment.bytes": str(1 << 20),
-        "log.segment.delete.delay.ms": "1000", "replica.lag.time.max.ms": "5000",
-        "zookeeper.session.timeout.ms": "6000"}) for i in range(3)]
+        "log.segment.delete.delay.ms": "1000", "replica.lag.time.max.ms": "5000"}) for i in range(3)]
     try:
         for disk in disks:
             disk.mount()
@@ -133,7 +132,7 @@ def test_replicas_move_between_dirs_on_every_broker_while_a_producer_writes(
     producer.wait_for_progress(2000)
     _move(cli, jbod_cluster, topic, tmp_path, {0: False, 1: True})
     producer.wait_for_progress(2000)
-    producer.stop(300)
+    producer.stop(150)
     check_exactly_once(producer, read_all(jbod_cluster.bootstrap, topic, PARTITIONS))
 
 
@@ -168,7 +167,7 @@ def test_a_full_disk_under_the_leader_moves_leadership_and_loses_no_acknowledged
     wait_for(lambda: all(len(p.isr_nodes) == 3 for p in _partitions(observer, topic).values()),
              f"broker {leader_id} back in every ISR", 60)
     producer.wait_for_progress(1000)
-    producer.stop(300)
+    producer.stop(150)
     check_exactly_once(producer, read_all(jbod_cluster.bootstrap, topic, PARTITIONS))
 
 
