@@ -59,6 +59,14 @@ def kafka_python_config(listener: str, mechanism: str | None, user: str, pki: Te
     return config
 
 
+def kafka_python_refused_quickly() -> dict[str, Any]:
+    """kafka-python 3 retries a refused bootstrap for ``bootstrap_timeout_ms`` (30 s by default):
+    settings for a client expected to be refused, so that it gives up after 5 s."""
+    from kafka import KafkaProducer
+
+    return {"bootstrap_timeout_ms": 5000} if "bootstrap_timeout_ms" in KafkaProducer.DEFAULT_CONFIG else {}
+
+
 def librdkafka_config(listener: str, mechanism: str | None, user: str, pki: TestPki) -> dict[str, str]:
     """librdkafka property names (confluent-kafka and kcat -X)."""
     config = {"security.protocol": listener}

@@ -16,7 +16,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.framing import encode_request
 from protocol.messages import MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest
-from tests.integration.security.security_setup import PASSWORDS, kafka_python_config
+from tests.integration.security.security_setup import PASSWORDS, kafka_python_config, kafka_python_refused_quickly
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +74,7 @@ def test_wrong_password_is_refused_then_closed(secure_broker) -> None:
     with pytest.raises(KafkaError):
         config = kafka_python_config("SASL_SSL", "SCRAM-SHA-512", "alice", secure_broker.pki)
         KafkaProducer(bootstrap_servers=secure_broker.bootstrap("SASL_SSL"), request_timeout_ms=5000,
-                      **{**config, "sasl_plain_password": "not-alices"})
+                      **{**config, **kafka_python_refused_quickly(), "sasl_plain_password": "not-alices"})
     assert "Failed authentication with /127.0.0.1" in secure_broker.broker.log_path.read_text()
 
 

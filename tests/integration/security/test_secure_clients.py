@@ -12,6 +12,7 @@ from tests.harness.kafka_cli import kafka_cli
 from tests.integration.security.security_setup import (
     java_client_properties,
     kafka_python_config,
+    kafka_python_refused_quickly,
     librdkafka_config,
 )
 
@@ -142,7 +143,7 @@ def _can_login(secure_broker, user: str, password: str, mechanism: str) -> bool:
     from kafka.errors import KafkaError
 
     config = {**kafka_python_config("SASL_PLAINTEXT", mechanism, "alice", secure_broker.pki),
-              "sasl_plain_username": user, "sasl_plain_password": password}
+              "sasl_plain_username": user, "sasl_plain_password": password, **kafka_python_refused_quickly()}
     try:
         KafkaProducer(bootstrap_servers=secure_broker.bootstrap("SASL_PLAINTEXT"), request_timeout_ms=5000,
                       **config).close()
