@@ -22,6 +22,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="DIR", help="where the fault runs write their results tables (default build/faults)")
 
 
+# Modules with tests of 15 s or more (measured with --durations=0), scheduled first: started last,
+# one of them would keep a worker busy alone at the end while the others sit idle.
+LONG_FIRST = (
+    "tests/faults/test_schedule.py",
+    "tests/integration/spark/test_spark_submit.py",
+    "tests/integration/cleaner/test_compaction_kafka_compat.py",
+    "tests/integration/kafka_tools/test_configs_tool.py",
+    "tests/integration/transactions/test_exactly_once_cluster.py",
+    "tests/integration/replication/test_durability.py",
+    "tests/integration/mixed/test_mixed_controller.py",
+    "tests/integration/test_storage_crash.py",
+    "tests/integration/kafka_tools/test_offsets_tool.py",
+    "tests/integration/test_cleaner_crash.py",
+    "tests/integration/kafka_tools/test_transactions_tool.py",
+    "tests/integration/kafka_tools/test_cluster_tools.py",
+    "tests/integration/security/test_secure_clients.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long modules first (in LONG_FIRST's order), the rest as collected: with xdist's work
+    stealing (scripts/test.sh) the short tests then fill the workers until the end."""
+    rank = {path: i for i, path in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     """``item.rep_setup`` / ``rep_call`` / ``rep_teardown``: fixtures print logs when the test failed."""
