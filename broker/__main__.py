@@ -44,9 +44,19 @@ def _dump_stacks() -> None:
     log.warning("Stack dump on SIGUSR1:%s", out.getvalue())
 
 
-async def _run(config: KafkaConfig) -> int:
+def watch_slow_callbacks(loop: asyncio.AbstractEventLoop, threshold_ms: float) -> None:
+    """Log every event-loop callback that runs longer than ``threshold_ms`` (asyncio's debug mode,
+    which uvloop implements too): everything the broker serves waits while one callback runs, so
+    these are the places that block. Debug mode costs time of its own: for diagnosis, not production."""
+    loop.set_debug(True)
+    loop.slow_callback_duration = threshold_ms / 1000
+
+
+async def _run(config: KafkaConfig, slow_callback_ms: float | None = None) -> int:
     server = KafkaServer(config)
     loop = asyncio.get_running_loop()
+    if slow_callback_ms is not None:
+        watch_slow_callbacks(loop, slow_callback_ms)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -72,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config", help="server.properties")
     parser.add_argument("--override", action="append", default=[], metavar="key=value",
                         help="override a property of the file (repeatable)")
+    parser.add_argument("--slow-callback-ms", type=float, metavar="MS",
+                        help="log event-loop callbacks slower than MS (asyncio debug mode; slows the broker)")
     args = parser.parse_args(argv)
     _configure_logging()
     try:
@@ -87,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    return runner(_run(config))
+    return runner(_run(config, args.slow_callback_ms))
 
 
 if __name__ == "__main__":
