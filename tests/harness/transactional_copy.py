@@ -6,6 +6,9 @@ transaction (``send_offsets_to_transaction``) before committing, so output and i
 commit together. It handles errors as librdkafka's transactional API asks: a retriable commit is
 retried, an abortable error aborts and rewinds the consumer to the group's committed offsets, a
 fatal one (the producer was fenced) replaces the producer, which fences the old one, and rewinds.
+``send_offsets_to_transaction`` can block past its timeout in librdkafka when the group coordinator
+moves or is down (confluentinc/librdkafka#5456, #5511): a call stuck so is left behind and its
+producer replaced, as after a fatal error.
 ``committed_offsets`` is the input position the last successful commit stored (or the rewind
 found), so callers know when everything up to some end is copied whatever failed on the way.
 ``read_values`` reads a topic back at an isolation level, ``stable_end_offsets`` waits until no
@@ -14,8 +17,10 @@ transaction is open on a topic.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,6 +29,46 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 log = logging.getLogger("transactional_copy")
 API_TIMEOUT_S = 15  # each transactional call; a retriable timeout is retried (see _retrying)
+
+
+STUCK_GRACE_S = 10  # beyond a call's own timeout, before it counts as stuck
+
+
+class StuckClientCall(Exception):
+    """A librdkafka call that did not return within its own timeout and a grace period."""
+
+
+def _bounded(call: Callable[[], Any], timeout: float, name: str) -> None:
+    """Run ``call`` in a thread of its own; StuckClientCall if it has not returned after ``timeout``
+    (the thread is left behind: a blocked librdkafka call cannot be interrupted)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True, name=f"librdkafka-{name}")
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise StuckClientCall(f"{name} did not return within {timeout:.0f}s")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
+def _abortable(exc: BaseException) -> bool:
+    """An error after which the same producer aborts and goes on (not fatal, not stuck)."""
+    return isinstance(exc, KafkaException) and not exc.args[0].fatal()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException):
+        error: KafkaError = exc.args[0]
+        return f"{error.name()}: {error.str()}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class TransactionalCopier(threading.Thread):
@@ -100,7 +145,9 @@ class TransactionalCopier(threading.Thread):
             for message in messages:
                 self._produce(producer, message)
             positions = consumer.position(consumer.assignment())
-            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), API_TIMEOUT_S)
+            metadata = consumer.consumer_group_metadata()
+            _bounded(lambda: producer.send_offsets_to_transaction(positions, metadata, API_TIMEOUT_S),
+                     API_TIMEOUT_S + STUCK_GRACE_S, "send_offsets_to_transaction")
             self.transactions += 1
             if self.abort_every and self.transactions % self.abort_every == 0:
                 producer.flush(API_TIMEOUT_S)  # the records reach the log, then the abort marker follows them
@@ -109,17 +156,22 @@ class TransactionalCopier(threading.Thread):
                 self._rewind(consumer)
                 return producer
             self._retrying(lambda: producer.commit_transaction(API_TIMEOUT_S))
-        except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            self.errors.append(f"{error.name()}: {error.str()}")
+        except (KafkaException, StuckClientCall) as exc:
+            self.errors.append(_describe(exc))
             if self._stopping.is_set():
                 return producer  # stopping: the coordinator aborts what is left open on its timeout
-            if error.fatal():
+            if _abortable(exc):
+                self.aborts += 1
+                try:
+                    self._retrying(lambda: producer.abort_transaction(API_TIMEOUT_S))
+                except KafkaException as abort_failure:  # fenced meanwhile (the transaction timed out)
+                    if _abortable(abort_failure):
+                        raise
+                    self.errors.append(_describe(abort_failure))
+                    exc = abort_failure
+            if not _abortable(exc):
                 self.fenced += 1
                 producer = self._new_producer()  # bumps the epoch: the old producer can write nothing more
-            else:
-                self.aborts += 1
-                self._retrying(lambda: producer.abort_transaction(API_TIMEOUT_S))
             self._rewind(consumer)
             return producer
         self.commits += 1
@@ -172,7 +224,10 @@ class TransactionalCopier(threading.Thread):
         """Stop after the call in progress (at most ``API_TIMEOUT_S`` or so); AssertionError if still running."""
         self._stopping.set()
         self.join(timeout)
-        assert not self.is_alive(), f"the copier did not stop within {timeout}s (errors: {self.errors[-3:]})"
+        if self.is_alive():
+            frame = sys._current_frames().get(self.ident or -1)
+            where = "".join(traceback.format_stack(frame)[-3:]) if frame else "?"
+            raise AssertionError(f"the copier did not stop within {timeout}s (errors: {self.errors[-3:]}), in:\n{where}")
 
 
 def watermarks(bootstrap: str, topic: str, partitions: int, isolation: str) -> dict[int, int]:
