@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.coordinator.transaction import transaction_coordinator
 from broker.coordinator.transaction.transaction_metadata import MAX_PRODUCER_EPOCH, TransactionState
 from broker.coordinator.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from protocol.errors import Errors
@@ -82,6 +83,24 @@ def test_commit_writes_prepare_then_markers_then_complete(tmp_path: Path) -> Non
         # Retrying the commit after it completed is fine; aborting it now is not.
         assert await h.coordinator.handle_end_transaction("txn", pid, epoch, commit=True) is Errors.NONE
         assert await h.coordinator.handle_end_transaction("txn", pid, epoch, commit=False) is Errors.INVALID_TXN_STATE
+    run(tmp_path, scenario)
+
+
+def test_the_next_transaction_waits_briefly_for_the_markers_of_the_last(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """AddPartitionsToTxn right after a commit (as librdkafka sends it) is answered once the markers
+    are written, instead of CONCURRENT_TRANSACTIONS and the client's 20 ms back-off (the wait is
+    stretched here so that the marker sender's retry falls within it on a loaded machine too)."""
+    monkeypatch.setattr(transaction_coordinator, "COMPLETION_HOLD_S", 30.0)
+
+    async def scenario(h: Harness) -> None:
+        pid, epoch = await _begin(h, partitions=frozenset({("orders", 0)}))
+        h.sender.down.add(1)  # the markers wait ...
+        assert await h.coordinator.handle_end_transaction("txn", pid, epoch, commit=True) is Errors.NONE
+        asyncio.get_running_loop().call_later(0.01, h.sender.down.clear)  # ... 10 ms
+        assert h.metadata("txn").state is S.PREPARE_COMMIT
+        assert await h.coordinator.handle_add_partitions_to_transaction("txn", pid, epoch, {("orders", 1)}) is Errors.NONE
+        assert (h.metadata("txn").state, h.metadata("txn").topic_partitions) == (S.ONGOING, {("orders", 1)})
     run(tmp_path, scenario)
 
 
