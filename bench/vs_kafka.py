@@ -83,6 +83,8 @@ def parse_args() -> argparse.Namespace:
                         help="smoke run: 20,000 messages, rates 1k and 10k for 1 s, 200 e2e, 1 repeat")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="py-spy our broker during each librdkafka produce/consume/latency row (first repeat)")
+    parser.add_argument("--profile-native", action="store_true",
+                        help="with --profile: C frames and system calls too (pauses the broker for ms per sample)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (broker logs)")
     if "--quick" in sys.argv:  # smaller defaults; flags given still win
         parser.set_defaults(messages=20_000, rates=[1_000, 10_000], latency_seconds=1.0, e2e_messages=200,
@@ -171,7 +173,7 @@ def main() -> None:
                 connections=args.connections, producers=args.producers, repeats=args.repeats)
     tmp = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
     results = Results(args.kinds, {name: KINDS[name].label for name in KINDS})
-    run = Run(plan, results, JavaTools(tmp / "java"), Profiler(args.profile) if args.profile else None)
+    run = Run(plan, results, JavaTools(tmp / "java"), Profiler(args.profile, native=args.profile_native) if args.profile else None)
     zk = ZooKeeperServer(tmp / "zk")
     failed = False
     try:
@@ -192,6 +194,8 @@ def main() -> None:
         print(f"\ncommand: {command}\n{started}; load average at start {load_at_start}, "
               f"at end {load_average()} (1, 5, 15 min); {os.cpu_count()} CPUs\n")
         print(results.render())
+        if args.profile:
+            print(f"\nprofiled run (py-spy on our broker): its numbers are perturbed; profiles in {args.profile}")
         if failed or args.keep or results.notes or any(
                 v.startswith("failed") for v in results.missing.values()):
             print(f"\nlogs kept in {tmp}", file=sys.stderr)

@@ -24,7 +24,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from bench.broker_bench import create_topic
+from bench.broker_bench import broker_cpu_seconds, create_topic
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_broker import KAFKA_JVM_PERFORMANCE_OPTS, KafkaJavaBroker
 from tests.harness.ports import free_port
@@ -141,6 +141,10 @@ class BrokerKind:
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU all brokers of this cluster have used so far."""
+        return sum(broker_cpu_seconds(b) for b in self.brokers if b.process is not None)  # type: ignore[arg-type]
 
     def create_topic(self, name: str, partitions: int, replication_factor: int = 1,
                      config: Mapping[str, str] | None = None, replicas: Sequence[int] | None = None) -> None:

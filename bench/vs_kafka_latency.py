@@ -2,7 +2,9 @@
 
 - produce latency p50/p99/p99.9 at fixed rates, 100 B values to one partition, RF=1 acks=1 and
   RF=3 acks=all (min.insync.replicas=2, idempotent): librdkafka (``broker_bench.paced_latencies``,
-  linger.ms=0) and ``kafka-producer-perf-test --throughput`` (whole milliseconds);
+  linger.ms=0 and 5 requests in flight as the Java producer) and ``kafka-producer-perf-test
+  --throughput`` (whole milliseconds); at 10,000 msg/s RF=1 also librdkafka with its default of
+  1,000,000 in flight, where each message is a request of its own;
 - end-to-end latency p50/p99/p99.9, one 100 B record at a time from send until a consumer has it:
   librdkafka, and ``kafka-e2e-latency`` (whole milliseconds);
 - ``connections`` client connections to the leader, all but ``producers`` idle (each sent one
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -27,41 +30,50 @@ from tests.harness.broker import BrokerConnection
 
 PERCENTILES = "ms p50/p99/p99.9"
 CONNECTIONS_RATE = 10_000
+# The Java producer's defaults (linger.ms=0, 5 requests in flight): librdkafka's default of 1,000,000
+# in flight makes every message its own request at these rates (one row shows that too).
+LATENCY_PRODUCER: dict[str, object] = {"linger.ms": 0, "max.in.flight.requests.per.connection": 5}
 
 
 def produce_latency(kind: BrokerKind, run: Run) -> None:
     plan = run.plan
     for rf in plan.replication:
         durability = DURABILITIES[rf]
-        rows = {(client, rate): Row(f"produce latency, {client_name}", f"{rate:,} msg/s, {durability.label}",
-                                    PERCENTILES, False)
-                for rate in plan.rates for client, client_name in (("librdkafka", "librdkafka"),
-                                                                   ("java", "kafka-producer-perf-test"))
-                if client in plan.clients}
+        cases: list[tuple[Row, Callable[[], None]]] = []
+        topic = f"latency-rf{rf}-r{run.repeat}"
+        for rate in plan.rates:
+            count = int(rate * plan.latency_seconds)
+            what = f"{rate:,} msg/s, {durability.label}"
+            if "librdkafka" in plan.clients:
+                row = Row("produce latency, librdkafka", what, PERCENTILES, False)
+                cases.append((row, partial(librdkafka_latency, kind, run, row, topic, durability, count, rate,
+                                           LATENCY_PRODUCER)))
+                if rf == 1 and rate == CONNECTIONS_RATE:
+                    row = Row("produce latency, librdkafka", f"{what}, a request per message (in-flight 1M)",
+                              PERCENTILES, False)
+                    cases.append((row, partial(librdkafka_latency, kind, run, row, topic, durability, count, rate,
+                                               {"linger.ms": 0})))
+            if "java" in plan.clients:
+                row = Row("produce latency, kafka-producer-perf-test", what, PERCENTILES, False)
+                cases.append((row, partial(java_latency, kind, run, row, topic, durability, count, rate)))
         if rf > 1 and kind.replication_unsupported:
-            for row in rows.values():
+            for row, _ in cases:
                 run.results.not_available(row, kind.name, kind.replication_unsupported)
             continue
-        topic = f"latency-rf{rf}-r{run.repeat}"
         kind.create_topic(topic, 1, rf, durability.topic_config)
         try:
-            for rate in plan.rates:
-                count = int(rate * plan.latency_seconds)
-                for client in ("librdkafka", "java"):
-                    if client in plan.clients:
-                        measure = librdkafka_latency if client == "librdkafka" else java_latency
-                        row = rows[client, rate]
-                        run.guarded(kind, [row], partial(measure, kind, run, row, topic, durability, count, rate))
+            for row, measure in cases:
+                run.guarded(kind, [row], measure)
         finally:
             kind.delete_topic(topic)
 
 
 def librdkafka_latency(kind: BrokerKind, run: Run, row: Row, topic: str, durability: Durability,
-                       count: int, rate: int) -> None:
-    producer = Producer({"bootstrap.servers": kind.bootstrap, "linger.ms": 0, **durability.producer})
+                       count: int, rate: int, client: Mapping[str, object]) -> None:
+    producer = Producer({"bootstrap.servers": kind.bootstrap, **client, **durability.producer})
     warm_up(producer, topic)
     rf = durability.replication_factor
-    with run.profile(kind, f"latency-{rate}-rf{rf}", followers=rf > 1):
+    with run.profile(kind, "latency " + row.name, followers=rf > 1):
         samples = paced_latencies([producer], topic, count, rate)
     run.results.add(row, kind.name, percentiles_ms(samples, 50, 99, 99.9))
 
@@ -141,7 +153,7 @@ def connections(kind: BrokerKind, run: Run) -> None:
             throughput_row, kind.name, parallel_produce(kind.bootstrap, topic, plan.messages, plan.producers)))
 
         def latency() -> None:
-            producers = [Producer({"bootstrap.servers": kind.bootstrap, "acks": 1, "linger.ms": 0})
+            producers = [Producer({"bootstrap.servers": kind.bootstrap, "acks": 1, **LATENCY_PRODUCER})
                          for _ in range(plan.producers)]
             for producer in producers:
                 warm_up(producer, topic)

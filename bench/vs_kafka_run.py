@@ -3,6 +3,7 @@ sizes), the results table, Kafka's Java tools, the profiler and the repeat numbe
 
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -66,11 +67,12 @@ class Run:
 
     @contextmanager
     def profile(self, kind: BrokerKind, name: str, followers: bool = False) -> Iterator[None]:
-        """py-spy on our leader (and followers) during the with-block, first repeat only."""
+        """py-spy on our leader (and followers) during the with-block, first repeat only; the files
+        are named after ``name``."""
         if self.profiler is None or kind.name != "ours" or self.repeat:
             yield
             return
         brokers = kind.brokers if followers else kind.brokers[:1]
         pids = {f"broker{i}": b.process.pid for i, b in enumerate(brokers) if b.process is not None}
-        with self.profiler.recording(name, pids):
+        with self.profiler.recording(re.sub(r"[^a-z0-9.=]+", "-", name.lower()).strip("-"), pids):
             yield

@@ -111,8 +111,8 @@ def write_one_each(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def controller_failover(kind: BrokerKind, survivor: BrokerProcess) -> float:
-    """Seconds from /controller's deletion after SIGKILL of the controller (broker 0) until a
-    topic created through the survivor has a leader."""
+    """Seconds from /controller's deletion after SIGKILL of the controller (broker 0) until the
+    survivor names itself controller in its Metadata and a topic created through it has a leader."""
     controller = kind.brokers[0]
     assert isinstance(controller, BrokerProcess)
     zk = KazooClient(hosts=kind.zk_connect)
@@ -127,6 +127,9 @@ def controller_failover(kind: BrokerKind, survivor: BrokerProcess) -> float:
                 raise RuntimeError("/controller still names broker 0 after 60 s")
             time.sleep(0.01)
         start = time.perf_counter()
+        # librdkafka keeps sending CreateTopics to the controller it knows until its next periodic
+        # metadata refresh (5 minutes): wait for the survivor to name itself, then create.
+        wait_for_controller(survivor)
         admin = AdminClient({"bootstrap.servers": survivor.bootstrap})
         admin.create_topics([NewTopic("after-failover", 1, replica_assignment=[[survivor.broker_id]])],
                             request_timeout=LEADERS_TIMEOUT)["after-failover"].result(LEADERS_TIMEOUT)
@@ -143,3 +146,12 @@ def _names_broker_0(zk: KazooClient) -> bool:
     except NoNodeError:
         return False
     return b'"brokerid":0' in data.replace(b" ", b"")
+
+
+def wait_for_controller(broker: BrokerProcess, timeout: float = LEADERS_TIMEOUT) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    deadline = time.monotonic() + timeout
+    while admin.list_topics(timeout=30).controller_id != broker.broker_id:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{broker} does not name itself controller after {timeout} s")
+        time.sleep(0.01)
