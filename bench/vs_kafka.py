@@ -135,9 +135,9 @@ def warm_up(kind: BrokerKind, run: Run) -> None:
 
 def bench_kind(kind: BrokerKind, run: Run) -> None:
     plan = run.plan
-    print(f"\n== {kind.label}: {plan.brokers_needed} broker(s), load average {load_average()}", flush=True)
     try:
         kind.start(plan.brokers_needed)
+        print(f"\n== {kind.label}: {len(kind.brokers)} broker(s), load average {load_average()}", flush=True)
     except Exception as exc:  # noqa: BLE001 - the other kinds still run
         run.results.notes.append(f"{kind.label} did not start: {exc}"[:300])
         kind.stop()

@@ -8,6 +8,7 @@ numbered reason under the table; a row that raised gets "failed" the same way.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,7 +85,7 @@ class Results:
             lines.append("| " + " | ".join(cells) + " |")
         lines += ["", "↑ higher is better, ↓ lower is better; medians over the repeats."]
         lines += [f"[{i}] {note}" for i, note in enumerate(notes, 1)]
-        lines += [f"failed: {note}" for note in self.notes]
+        lines += [f"failed: {note}" + (f" ({n} times)" if n > 1 else "") for note, n in Counter(self.notes).items()]
         return "\n".join(lines)
 
     def _cell(self, row: Row, kind: str, notes: list[str]) -> str:
