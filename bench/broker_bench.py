@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,9 +35,14 @@ def broker_cpu_seconds(broker: BrokerProcess) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = 1,
+                 config: Mapping[str, str] | None = None, replicas: Sequence[int] | None = None) -> None:
+    """Create ``name`` and wait for its leaders; ``replicas`` (leader first) places every partition
+    on the same brokers instead of spreading them."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
+    placement: dict[str, object] = ({"replica_assignment": [list(replicas)] * partitions} if replicas
+                                    else {"replication_factor": replication_factor})
+    admin.create_topics([NewTopic(name, partitions, config=dict(config or {}), **placement)])[name].result(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         parts = admin.list_topics(name, timeout=10).topics[name].partitions
@@ -106,6 +110,49 @@ def consume(bootstrap: str, topic: str, partitions: int, count: int,
     return elapsed
 
 
+def paced_latencies(producers: Sequence[Producer], topic: str, count: int, rate: float,
+                    size: int = 100) -> list[float]:
+    """Seconds from ``produce()`` to acknowledgement of each of ``count`` values sent at ``rate``/s in
+    all, taking turns over ``producers``. Sends follow a schedule (those due are sent, then the
+    sender sleeps until the next is due), so a slow acknowledgement does not slow the sending, and
+    the client does not spin on a core the broker needs."""
+    samples: list[float] = []
+    failures: list[object] = []
+    payload = b"x" * size
+
+    def report(err: object, msg: Message) -> None:
+        if err is None:
+            samples.append(msg.latency())
+        else:
+            failures.append(err)
+
+    start = time.perf_counter()
+    sent = 0
+    while sent < count:
+        due = min(count, int((time.perf_counter() - start) * rate) + 1)
+        for i in range(sent, due):
+            producer = producers[i % len(producers)]
+            producer.produce(topic, payload, on_delivery=report)
+            producer.poll(0)
+        sent = due
+        for producer in producers:
+            producer.poll(0)
+        wait = sent / rate - (time.perf_counter() - start)
+        if wait > 0:
+            time.sleep(wait)
+    undelivered = sum(producer.flush(30) for producer in producers)
+    if failures or undelivered:
+        raise RuntimeError(f"{len(failures)} deliveries failed (first: {failures[:1]}), "
+                           f"{undelivered} not delivered within 30 s")
+    return samples
+
+
+def percentiles_ms(samples: Sequence[float], *points: float) -> tuple[float, ...]:
+    """The ``points`` (e.g. 50, 99, 99.9) of ``samples`` (seconds), in milliseconds."""
+    ordered = sorted(samples)
+    return tuple(ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))] * 1000 for p in points)
+
+
 def latency(bootstrap: str, topic: str, count: int, rate: float,
             config: Mapping[str, object] | None = None, warm: bool = False) -> tuple[float, float]:
     """p50/p99 ms of ``count`` sends at ``rate``/s; ``config`` overrides the producer's (acks=1, linger 0);
@@ -113,30 +160,8 @@ def latency(bootstrap: str, topic: str, count: int, rate: float,
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0, **(config or {})})
     if warm:
         warm_up(producer, topic)
-    samples: list[float] = []
-    failures: list[object] = []
-    interval = 1.0 / rate
-    payload = b"x" * 100
-
-    def report(err: object, sent: float) -> None:
-        if err is None:
-            samples.append(time.perf_counter() - sent)
-        else:
-            failures.append(err)
-
-    for _ in range(count):
-        sent = time.perf_counter()
-        producer.produce(topic, payload, on_delivery=lambda err, _m, t=sent: report(err, t))
-        producer.poll(0)
-        next_at = sent + interval
-        while time.perf_counter() < next_at:
-            producer.poll(max(0.0, next_at - time.perf_counter()))
-    undelivered = producer.flush(30)
-    if failures or undelivered:
-        raise RuntimeError(f"{len(failures)} deliveries failed (first: {failures[:1]}), "
-                           f"{undelivered} not delivered within 30 s")
-    q = statistics.quantiles(samples, n=100)
-    return q[49] * 1000, q[98] * 1000
+    p50, p99 = percentiles_ms(paced_latencies([producer], topic, count, rate), 50, 99)
+    return p50, p99
 
 
 def main() -> None:

@@ -1,12 +1,17 @@
 """Kafka's text checkpoint files: ``<version>\\n<count>\\n<entry>...``, written atomically.
 
 Writes go to ``<name>.tmp``, are fsynced, renamed over the real file, and the directory is
-fsynced so the rename survives a crash. A missing or 0-byte file reads as empty, as in Kafka.
+fsynced so the rename survives a crash; writes of one file are serialised (as Kafka's
+CheckpointFile does with its lock), since two threads may write the same file (the periodic
+checkpoint task and a partition deletion) and would otherwise rename each other's .tmp away.
+A missing or 0-byte file reads as empty, as in Kafka.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from collections.abc import Iterable
 
 from storage.errors import CorruptCheckpointError
@@ -22,18 +27,43 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+class _PathLock:
+    """A lock for one path, alive while a writer holds it (a weak dict keeps no lock for every
+    producer snapshot ever written)."""
+
+    __slots__ = ("__weakref__", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+_write_locks: weakref.WeakValueDictionary[str, _PathLock] = weakref.WeakValueDictionary()
+_write_locks_guard = threading.Lock()
+
+
+def _write_lock(path: str) -> _PathLock:
+    key = os.path.abspath(path)
+    with _write_locks_guard:
+        lock = _write_locks.get(key)
+        if lock is None:
+            lock = _write_locks[key] = _PathLock()
+        return lock
+
+
 def write_atomically(path: str, data: bytes) -> None:
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    path_lock = _write_lock(path)
+    with path_lock.lock:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 class CheckpointFile:

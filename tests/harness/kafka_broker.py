@@ -52,6 +52,12 @@ log4j.appender.requests.layout.ConversionPattern=%m%n
 """
 _COMPLETED = "Completed request:"
 
+# Serial GC and the client compiler: a test broker's load is small, its start-up matters.
+TEST_JVM_PERFORMANCE_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true"
+# kafka-run-class.sh's own, for measuring Kafka as it is deployed (benchmarks).
+KAFKA_JVM_PERFORMANCE_OPTS = ("-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 "
+                              "-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true")
+
 
 class KafkaJavaBroker(BrokerProcess):
     """A ZooKeeper-mode Kafka 3.9 broker with ``BrokerProcess``'s interface."""
@@ -62,13 +68,15 @@ class KafkaJavaBroker(BrokerProcess):
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
                  overrides: Mapping[str, str] | None = None, port: int | None = None,
                  heap: str = "-Xmx512m -Xms128m", request_log: bool = False, log_dir: Path | None = None,
-                 **placement: Any) -> None:
-        """``log_dir``: serve an existing log dir (e.g. one our broker wrote); ``placement``:
+                 jvm_performance_opts: str = TEST_JVM_PERFORMANCE_OPTS, **placement: Any) -> None:
+        """``log_dir``: serve an existing log dir (e.g. one our broker wrote); ``jvm_performance_opts``:
+        ``KAFKA_JVM_PERFORMANCE_OPTS`` to run the JVM as Kafka ships it; ``placement``:
         BrokerProcess's ``host`` and ``command_prefix``."""
         super().__init__(zk_connect, broker_id, tmp_dir, overrides, port, **placement)
         if log_dir is not None:
             self.log_dir = log_dir
         self.heap = heap
+        self.jvm_performance_opts = jvm_performance_opts
         self.request_log_path = self.dir / "requests.log" if request_log else None
 
     def properties(self) -> dict[str, str]:
@@ -89,8 +97,7 @@ class KafkaJavaBroker(BrokerProcess):
         return {
             **os.environ,
             "KAFKA_HEAP_OPTS": self.heap,
-            # Serial GC and the client compiler: a test broker's load is small, its start-up matters.
-            "KAFKA_JVM_PERFORMANCE_OPTS": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true",
+            "KAFKA_JVM_PERFORMANCE_OPTS": self.jvm_performance_opts,
             "KAFKA_LOG4J_OPTS": f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
             "LOG_DIR": str(self.dir / "jvm-logs"),
             "EXTRA_ARGS": "-name kafkaServer",  # no -loggc: no GC log files

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from pathlib import Path
 
@@ -30,6 +31,28 @@ def test_offset_checkpoint_format_and_atomic_write(tmp_path: Path) -> None:
     assert path.read_text() == "0\n2\ninvoice 0 90867\nmy-topic 12 5\n"
     assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
     assert checkpoint.read() == {("invoice", 0): 90867, ("my-topic", 12): 5}
+
+
+def test_concurrent_writers_of_one_checkpoint_file_do_not_collide(tmp_path: Path) -> None:
+    """The high-watermark checkpoint task and a partition deletion write the same file from two
+    threads; each write renames its own complete .tmp (Kafka's CheckpointFile holds a lock)."""
+    path = str(tmp_path / "replication-offset-checkpoint")
+    errors: list[BaseException] = []
+
+    def writer(offset: int) -> None:
+        try:
+            for _ in range(200):
+                OffsetCheckpointFile(path).write({("t", 0): offset})
+        except BaseException as exc:  # noqa: BLE001 - the assertion below reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert OffsetCheckpointFile(path).read() in ({("t", 0): i} for i in range(3))
 
 
 @pytest.mark.parametrize(
