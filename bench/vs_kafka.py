@@ -135,9 +135,10 @@ def warm_up(kind: BrokerKind, run: Run) -> None:
 
 def bench_kind(kind: BrokerKind, run: Run) -> None:
     plan = run.plan
+    load_before = load_average()
     try:
         kind.start(plan.brokers_needed)
-        print(f"\n== {kind.label}: {len(kind.brokers)} broker(s), load average {load_average()}", flush=True)
+        print(f"\n== {kind.label}: {len(kind.brokers)} broker(s), load average {load_before}", flush=True)
     except Exception as exc:  # noqa: BLE001 - the other kinds still run
         run.results.notes.append(f"{kind.label} did not start: {exc}"[:300])
         kind.stop()
@@ -157,6 +158,7 @@ def bench_kind(kind: BrokerKind, run: Run) -> None:
             run.results.add(MEMORY_PEAK, kind.name, peak.stop())
     finally:
         kind.stop()
+        run.results.conditions.append(f"{kind.label}: load average {load_before} before, {load_average()} after")
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ class Results:
         self.values: dict[tuple[Row, str], list[Value]] = {}
         self.missing: dict[tuple[Row, str], str] = {}   # "n/a: reason" or "failed: reason"
         self.notes: list[str] = []                       # failures outside any row
+        self.conditions: list[str] = []                  # e.g. the load average around each kind
 
     def _declare(self, row: Row) -> None:
         if row not in self.rows:
@@ -83,7 +84,8 @@ class Results:
                 if kind == "kafka" and "ours" in self.kinds:
                     cells.append(_ratio(self.median(row, "ours"), self.median(row, "kafka")))
             lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", "↑ higher is better, ↓ lower is better; medians over the repeats."]
+        lines += ["", "↑ higher is better, ↓ lower is better; medians over the repeats. "
+                  + "; ".join(self.conditions) + " (1, 5, 15 min)."]
         lines += [f"[{i}] {note}" for i, note in enumerate(notes, 1)]
         lines += [f"failed: {note}" + (f" ({n} times)" if n > 1 else "") for note, n in Counter(self.notes).items()]
         return "\n".join(lines)
