@@ -158,8 +158,9 @@ def connections(kind: BrokerKind, run: Run) -> None:
             for producer in producers:
                 warm_up(producer, topic)
             count = int(CONNECTIONS_RATE * plan.latency_seconds)
-            run.results.add(latency_row, kind.name,
-                            percentiles_ms(paced_latencies(producers, topic, count, CONNECTIONS_RATE), 50, 99, 99.9))
+            with run.profile(kind, "connections latency"):
+                samples = paced_latencies(producers, topic, count, CONNECTIONS_RATE)
+            run.results.add(latency_row, kind.name, percentiles_ms(samples, 50, 99, 99.9))
         run.guarded(kind, [latency_row], latency)
     finally:
         for connection in idle:

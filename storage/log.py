@@ -265,6 +265,22 @@ class Log:
         return self._append(records, origin, leader_epoch, assign_offsets=True, now=now, check_crc=not validated,
                             verification_guard=verification_guard)
 
+    def append_is_quick(self, size: int) -> bool:
+        """Whether an append of ``size`` bytes is a plain page-cache write that the caller may run
+        on its own (event loop) thread: nobody holds the lock, no segment roll (which fsyncs the
+        old segment) and no ``flush.messages`` fsync can be due. Errs towards False: record
+        timestamps and counts are not known before validation (``size`` bounds the count)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self.moved_to is not None or self._next_offset + size - self._recovery_point >= self.config.flush_messages:
+                return False
+            current = now_ms()
+            return not self.segments.active.should_roll(self.config.segment_bytes, self.config.segment_ms, size,
+                                                        current, self._next_offset + size, current)
+        finally:
+            self._lock.release()
+
     @follows_move
     @reports_io_errors
     def append_as_follower(self, records: Buffer, now: int | None = None) -> LogAppendInfo:

@@ -346,7 +346,10 @@ class ReplicaFetcher:
             records = data.records
             if records is not None and len(records):
                 try:
-                    await self.run_blocking(tp_log.append_as_follower, records)
+                    if tp_log.append_is_quick(len(records)):  # as the leader's appends (ReplicaManager)
+                        tp_log.append_as_follower(records)
+                    else:
+                        await self.run_blocking(tp_log.append_as_follower, records)
                 except (StorageError, ProtocolError) as exc:
                     log.error("[%s] Cannot append the leader's data to %s-%d at offset %d: %s", self.name, *tp,
                               state.fetch_offset, exc)

@@ -58,3 +58,36 @@ def test_index_entries_follow_index_interval_bytes_with_a_repeated_timestamp(tmp
     assert [segment.offset_index.entry(i).offset for i in range(5)] == [3, 5, 7, 9, 11]
     assert segment.time_index.entries == 1 and segment.time_index.last_entry == (5_001, 1)
     assert offsets_in(read_all(log)) == list(range(12))
+
+
+def test_append_is_quick_only_when_no_roll_flush_or_lock_holder_can_make_it_block(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    now = int(time.time() * 1000)  # time-based rolls are judged by the clock (timestamps are not read yet)
+    quick = open_log(tmp_path / "quick-0")
+    quick.append_as_leader(batch(2, timestamp=now), leader_epoch=0)
+    assert quick.append_is_quick(len(batch(2)))
+    rolling = open_log(tmp_path / "roll-0", config(segment_bytes=2_000))
+    rolling.append_as_leader(batch(2, value_size=600, timestamp=now), leader_epoch=0)
+    assert rolling.append_is_quick(100) and not rolling.append_is_quick(1_000)  # the second would roll
+    aged = open_log(tmp_path / "aged-0", config(segment_ms=1))
+    aged.append_as_leader(batch(1, timestamp=now - 60_000), leader_epoch=0)
+    assert not aged.append_is_quick(100)  # segment.ms has passed since its first batch
+    flushing = open_log(tmp_path / "flush-0", config(flush_messages=10))
+    assert not flushing.append_is_quick(100)  # up to 100 records could reach flush.messages
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with quick._lock:
+            held.set()
+            release.wait(5)
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    try:
+        assert not quick.append_is_quick(100)  # a cleaner swap or flush holds the log
+    finally:
+        release.set()
+        holder.join()
+    assert quick.append_is_quick(100)
