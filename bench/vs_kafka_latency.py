@@ -168,15 +168,15 @@ def connections(kind: BrokerKind, run: Run) -> None:
         kind.delete_topic(topic)
 
 
-def parallel_produce(bootstrap: str, topic: str, count: int, producers: int) -> float:
+def parallel_produce(bootstrap: str, topic: str, count: int, producers: int, size: int = 100) -> float:
     """Messages/s of ``producers`` librdkafka producers (one thread each, each after its warm-up
-    message) writing ``count`` in all: the total over the longest producer's time."""
+    message) writing ``count`` values of ``size`` bytes in all: the total over the longest producer's time."""
     seconds: list[float] = []
     errors: list[BaseException] = []
 
     def one() -> None:
         try:
-            seconds.append(produce(bootstrap, topic, count // producers, 100, {"acks": 1}, warm=True))
+            seconds.append(produce(bootstrap, topic, count // producers, size, {"acks": 1}, warm=True))
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
