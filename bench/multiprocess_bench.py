@@ -26,12 +26,18 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka import Producer
 
-from bench.broker_bench import broker_cpu_seconds, create_topic, paced_latencies, percentiles_ms, warm_up  # noqa: E402
-from bench.vs_kafka_latency import LATENCY_PRODUCER, parallel_produce  # noqa: E402
-from tests.harness.broker import BrokerCluster  # noqa: E402
-from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+from bench.broker_bench import (
+    broker_cpu_seconds,
+    create_topic,
+    paced_latencies,
+    percentiles_ms,
+    warm_up,
+)
+from bench.vs_kafka_latency import LATENCY_PRODUCER, parallel_produce
+from tests.harness.broker import BrokerCluster
+from tests.harness.zookeeper import ZooKeeperServer
 
 PARTITIONS = 8
 

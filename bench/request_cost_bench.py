@@ -1,0 +1,167 @@
+"""What one request costs the broker: CPU microseconds per request, ours next to Kafka 3.9.
+
+Starts its own ZooKeeper, then each broker kind in turn (this broker, and with ``--kafka`` Apache
+Kafka 3.9 from ``../shared/kafka-cli``), and drives it with a raw client on one connection that
+keeps ``--in-flight`` requests outstanding, sending prebuilt frames and counting responses (the
+client costs next to nothing, so the broker is the limit). For each request kind it prints
+requests/s and the broker process's CPU time (user + system, all threads) per request:
+
+- Produce v9 with no partitions: the request path alone (epoll, read, framing, header and body
+  decode, a handler, response encode, sendmsg);
+- Produce v9 of one 100 B record to one partition, acks=1 (the produce path at one record per
+  request, as librdkafka sends with linger.ms=0 at moderate rates);
+- Produce v9 of one 100 B record to each of 8 partitions;
+- ApiVersions v3 (once per connection for real clients).
+
+``--profile FILE`` samples our broker with py-spy (speedscope) during the one-record rows;
+``python bench/vs_kafka_profile.py FILE`` summarises it.
+
+    python bench/request_cost_bench.py [--requests 100000] [--in-flight 16] [--kafka] [--profile FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.broker_bench import broker_cpu_seconds
+from bench.vs_kafka_kinds import KAFKA_HEAP
+from bench.vs_kafka_profile import PY_SPY
+from protocol.framing import encode_request
+from protocol.messages import ApiVersionsRequest, ProduceRequest
+from protocol.records.builder import RecordBatchBuilder
+from tests.harness.broker import BrokerProcess
+from tests.harness.kafka_broker import KAFKA_JVM_PERFORMANCE_OPTS, KafkaJavaBroker
+from tests.harness.zookeeper import ZooKeeperServer
+
+TOPIC = "request-cost"
+PARTITIONS = 8
+
+
+def produce_frame(partitions: int) -> Callable[[int], bytes]:
+    builder = RecordBatchBuilder()
+    builder.append(int(time.time() * 1000), None, b"x" * 100)
+    batch = bytes(builder.build())
+
+    def frame(correlation_id: int) -> bytes:
+        body = ProduceRequest(acks=1, timeout_ms=30_000, topic_data=[ProduceRequest.TopicProduceData(
+            name=TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=p, records=batch)
+                                        for p in range(partitions)])] if partitions else [])
+        return encode_request(body, 0, 9, correlation_id, "request-cost")
+    return frame
+
+
+def api_versions_frame(correlation_id: int) -> bytes:
+    body = ApiVersionsRequest(client_software_name="request-cost", client_software_version="1")
+    return encode_request(body, 18, 3, correlation_id, "request-cost")
+
+
+KINDS: list[tuple[str, Callable[[int], bytes]]] = [
+    ("Produce, no partitions", produce_frame(0)),
+    ("Produce, 1 record to 1 partition", produce_frame(1)),
+    (f"Produce, 1 record to each of {PARTITIONS} partitions", produce_frame(PARTITIONS)),
+    ("ApiVersions v3", api_versions_frame),
+]
+
+
+def drive(port: int, make_frame: Callable[[int], bytes], requests: int, in_flight: int) -> float:
+    """Seconds for ``requests`` requests with ``in_flight`` outstanding on one connection."""
+    frames = [make_frame(i) for i in range(1000)]
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sent = answered = 0
+        pending = bytearray()
+        start = time.perf_counter()
+        while answered < requests:
+            while sent < requests and sent - answered < in_flight:
+                sock.sendall(frames[sent % 1000])
+                sent += 1
+            data = sock.recv(1 << 20)
+            if not data:
+                raise RuntimeError("the broker closed the connection")
+            pending += data
+            position = 0
+            while len(pending) - position >= 4:
+                size = struct.unpack_from(">i", pending, position)[0]
+                if len(pending) - position < 4 + size:
+                    break
+                position += 4 + size
+                answered += 1
+            del pending[:position]
+        return time.perf_counter() - start
+
+
+def measure(broker: BrokerProcess, args: argparse.Namespace, profile: Path | None) -> list[tuple[float, float]]:
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    broker.create_topic(TOPIC, PARTITIONS)
+    broker.wait_for_leaders(TOPIC, PARTITIONS)
+    rows = []
+    for name, make_frame in KINDS:
+        drive(port, make_frame, min(args.requests, 5_000), args.in_flight)  # warm-up (the JVM's JIT too)
+        spy = None
+        if profile is not None and "1 record to 1" in name:
+            assert broker.process is not None
+            spy = subprocess.Popen([str(PY_SPY), "record", "--idle", "-r", "100", "-f", "speedscope", "-o", str(profile),
+                                    "-p", str(broker.process.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
+        cpu = broker_cpu_seconds(broker)
+        seconds = drive(port, make_frame, args.requests, args.in_flight)
+        cpu = broker_cpu_seconds(broker) - cpu
+        if spy is not None:
+            spy.send_signal(2)  # SIGINT: py-spy writes its file
+            spy.wait(60)
+        rows.append((args.requests / seconds, cpu / args.requests * 1e6))
+        print(f"  {type(broker).__name__}: {name}: {rows[-1][0]:,.0f} requests/s, {rows[-1][1]:.1f} µs CPU each",
+              flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--in-flight", type=int, default=16)
+    parser.add_argument("--kafka", action="store_true", help="also Apache Kafka 3.9")
+    parser.add_argument("--profile", type=Path, help="py-spy speedscope file for our one-record row")
+    args = parser.parse_args()
+    print("command: python bench/request_cost_bench.py " + " ".join(sys.argv[1:]), flush=True)
+    kinds: list[tuple[str, Callable[..., BrokerProcess]]] = [("ours", BrokerProcess)]
+    if args.kafka:  # as bench/vs_kafka.py runs it: -Xmx1g, Kafka's own JVM flags
+        kinds.append(("Kafka 3.9", functools.partial(KafkaJavaBroker, heap=KAFKA_HEAP,
+                                                     jvm_performance_opts=KAFKA_JVM_PERFORMANCE_OPTS)))
+    results: dict[str, list[tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        zk = ZooKeeperServer(Path(tmp) / "zk")
+        zk.start()
+        try:
+            for label, cls in kinds:
+                broker = cls(f"{zk.connect_string}/{label.split()[0].lower()}", 0, Path(tmp) / label.split()[0])
+                try:
+                    broker.start()
+                    results[label] = measure(broker, args, args.profile if label == "ours" else None)
+                finally:
+                    broker.stop()
+        finally:
+            zk.close()
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average at end {load}; "
+          f"one connection, {args.in_flight} requests in flight\n")
+    labels = list(results)
+    print("| request | " + " | ".join(f"{label}: requests/s | {label}: µs CPU each" for label in labels) + " |")
+    print("| --- |" + " --- | --- |" * len(labels))
+    for i, (name, _) in enumerate(KINDS):
+        print(f"| {name} | " + " | ".join(f"{results[label][i][0]:,.0f} | {results[label][i][1]:.1f}"
+                                         for label in labels) + " |")
+
+
+if __name__ == "__main__":
+    main()
