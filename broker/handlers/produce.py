@@ -241,4 +241,5 @@ async def _append_all(services: BrokerServices, request: Request, failed: dict[T
                                lambda: channel.send_response(answer(request, lambda: _response(entries, hints))))
     # Answered by the operation's on_complete, now or when the ISR catches up or time runs out.
     services.replica_manager.produce_purgatory.try_complete_else_watch(operation, list(waiting))
+    request.processor.request_parked(request)  # appended: the connection's next request may go ahead
     return None

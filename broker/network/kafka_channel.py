@@ -7,6 +7,11 @@ thread (``AuthState``); the principal it ends with is stamped on each of its req
 Reads size-prefixed frames into owned bytearrays (records decode as views into them), keeps
 a few complete frames read ahead, and hands the connection's requests to the request
 channel one at a time, as Kafka does by muting a channel while its request is in flight.
+One exception: a Produce whose records are appended and that waits in the produce purgatory
+for the ISR (acks=all) lets the next request through (``parked``), up to
+``MAX_PENDING_REQUESTS`` unanswered, so a client's pipelined produces wait for replication
+together instead of one replication round trip each. Requests are still processed in order
+and answered in order (a later answer is held until the earlier ones are out).
 Responses are queued as parts and written by ``flush``: consecutive buffers go out in one
 ``sendmsg`` (uvloop would make each ``write()`` its own syscall), file slices with
 ``os.sendfile``. Reading pauses while the read-ahead is full, while the request channel has
@@ -41,6 +46,7 @@ log = logging.getLogger(__name__)
 RECEIVE_BUFFER_SIZE = 64 * 1024  # per processor; larger frames get a buffer of their own
 MAX_READ_AHEAD_FRAMES = 64        # complete frames buffered behind the in-flight request
 MAX_READ_AHEAD_BYTES = 1 << 20
+MAX_PENDING_REQUESTS = 5          # unanswered requests past parked produces (the Java client's in-flight default)
 FLUSH_THRESHOLD_BYTES = 256 * 1024  # queued response bytes that are written without waiting
 IOV_MAX = 1024
 INFINITE_BYTES = float("inf")
@@ -86,7 +92,9 @@ class KafkaChannel:
         self._throttled = False  # muted by a client quota: no new request is read or dispatched
         self._throttle_until = 0.0
         self._throttle_timer: asyncio.TimerHandle | None = None
-        self.in_flight: Request | None = None
+        self.in_flight: Request | None = None  # being processed: the next request waits
+        self._pending: deque[Request] = deque()  # handed to the handlers and not answered, in order
+        self._answered: dict[Request, Response] = {}  # answers held behind an earlier pending request
         self._partial = b""                   # the start of a frame that fits the receive buffer
         self._large: bytearray | None = None  # a frame too big for the receive buffer, being filled
         self._large_filled = 0
@@ -113,7 +121,7 @@ class KafkaChannel:
     @property
     def has_pending_work(self) -> bool:
         """A request in flight or responses unsent: not idle, whatever the clock says."""
-        return self.in_flight is not None or self._blocked is not None or bool(self._sends)
+        return self.in_flight is not None or self._blocked is not None or bool(self._sends) or bool(self._pending)
 
     def can_defer_flush(self) -> bool:
         """Wait for the next pipelined request's response so both go out in one write?
@@ -298,13 +306,14 @@ class KafkaChannel:
         self._close_if_drained()
 
     def _close_if_drained(self) -> None:
-        if (self.state is ChannelState.DRAINING and self.in_flight is None and self._blocked is None
+        if (self.state is ChannelState.DRAINING and self.in_flight is None and not self._pending
+                and self._blocked is None
                 and (not self._frames or self.auth_state is not AuthState.READY)):
             self.close("closed by the client")
 
     def _dispatch_next(self) -> None:
         if self.state is ChannelState.CLOSED or self.in_flight is not None or self._blocked is not None \
-                or self._throttled:
+                or self._throttled or len(self._pending) >= MAX_PENDING_REQUESTS:
             return
         while self._frames and not self._writing and self.state is ChannelState.OPEN \
                 and self.auth_state is AuthState.AUTHENTICATE:
@@ -393,6 +402,7 @@ class KafkaChannel:
         channel = self.processor.request_channel
         if channel.try_send_request(request):
             self.in_flight = request
+            self._pending.append(request)
             self.processor.requests_received += 1
         else:
             self._blocked = request
@@ -406,13 +416,45 @@ class KafkaChannel:
         self._send_to_channel(request)
         self._update_reading()
 
+    def parked(self, request: Request) -> None:
+        """``request`` (a Produce) is appended and waits for the ISR: the next request may go ahead."""
+        if request is self.in_flight and request.header.api_key == ApiKey.PRODUCE and not self.closed:
+            self.in_flight = None
+            self._dispatch_next()
+            self._update_reading()
+
     def complete(self, response: Response) -> None:
-        """The in-flight request's response: queue it, then let the next request through."""
-        if response.request is not self.in_flight:
-            log.error("Dropping response for %s: it is not the request in flight on %s",
-                      response.request, self.connection_id)
+        """A pending request's response: queue it (after the earlier ones), then let the next request through."""
+        request = response.request
+        if not self._pending or (request is not self._pending[0] and request not in self._pending):
+            log.error("Dropping response for %s: it is not a pending request of %s", request, self.connection_id)
             return
-        self.in_flight = None
+        if request is self.in_flight:
+            self.in_flight = None
+        if request is not self._pending[0]:  # an earlier request is still waiting for its answer
+            self._answered[request] = response
+            self._dispatch_next()
+            self._update_reading()
+            return
+        self._pending.popleft()
+        if not self._emit(response):
+            return
+        while self._pending and self._pending[0] in self._answered:
+            if not self._emit(self._answered.pop(self._pending.popleft())):
+                return
+        if self.state is ChannelState.DRAINING:
+            self._dispatch_next()
+            self._close_if_drained()
+            return
+        # Dispatch before asking for a flush: a handler that answers the next request right
+        # away then does so before the flush runs, and both responses share one write.
+        self._dispatch_next()
+        self._update_reading()
+        if self._sends and not self._writing:
+            self.processor.mark_dirty(self)
+
+    def _emit(self, response: Response) -> bool:
+        """Queue the answer of the oldest pending request; False if that closed the connection."""
         self._release(len(response.request.buffer))
         metrics = self.processor.request_channel.metrics
         if self.state is ChannelState.DRAINING:
@@ -421,16 +463,14 @@ class KafkaChannel:
                 metrics.on_complete(response.request, now, now)
             if response.action is ResponseAction.CLOSE:
                 self.close("the request handler closed the connection", logging.DEBUG)
-                return
-            self._dispatch_next()
-            self._close_if_drained()
-            return
+                return False
+            return True
         if response.action is ResponseAction.CLOSE:
             if metrics is not None:
                 now = time.monotonic_ns()
                 metrics.on_complete(response.request, now, now)
             self.close("the request handler closed the connection", logging.DEBUG)
-            return
+            return False
         if response.action is ResponseAction.SEND:
             self._sends.extend(response.parts)
             self._send_bytes += response.size()
@@ -442,12 +482,7 @@ class KafkaChannel:
             metrics.on_complete(response.request, now, now)
         if response.throttle_ms > 0:
             self._throttle(response.throttle_ms)
-        # Dispatch before asking for a flush: a handler that answers the next request right
-        # away then does so before the flush runs, and both responses share one write.
-        self._dispatch_next()
-        self._update_reading()
-        if self._sends and not self._writing:
-            self.processor.mark_dirty(self)
+        return True
 
     def _throttle(self, throttle_ms: int) -> None:
         """Kafka's channel muting for a quota violation: the response still goes out now."""
@@ -599,6 +634,8 @@ class KafkaChannel:
         self._responses_written(INFINITE_BYTES)
         self._blocked = None
         self.in_flight = None
+        self._pending.clear()
+        self._answered.clear()
         self._release(self._held)
         try:
             self.sock.close()

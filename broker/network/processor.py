@@ -146,6 +146,12 @@ class Processor:
             return
         channel.complete(response)
 
+    def request_parked(self, request: Request) -> None:
+        """A handler parked ``request`` after its local work (see ``KafkaChannel.parked``)."""
+        channel = self.connections.get(request.connection_id)
+        if channel is not None:
+            channel.parked(request)
+
     # --- writing ------------------------------------------------------------------------------
     def mark_dirty(self, channel: KafkaChannel) -> None:
         self._dirty[channel] = 0  # progress resets the deferral count

@@ -383,3 +383,44 @@ def test_max_connection_creation_rate_holds_new_connections(network_server):
     held.sendall(api_versions_request(4))
     assert server.stats()["connections"] == 0
     assert recv_api_versions(held)[0] == 4  # admitted once the window has passed
+
+
+def test_parked_produces_let_the_next_requests_through_and_answers_keep_their_order(network_server):
+    from broker.network.kafka_channel import MAX_PENDING_REQUESTS
+    from protocol.messages import ProduceRequest, ProduceResponse
+
+    dispatched: list[int] = []
+    parked: list[Request] = []
+
+    async def handle(request: Request) -> Response | None:
+        dispatched.append(request.header.correlation_id)
+        if request.header.api_key != ApiKey.PRODUCE:
+            answer = await echo_api_versions(request)
+            if len(parked) == 3:  # answer the parked produces last first: the client still sees 1, 2, 3, 4
+                for held in reversed(parked):
+                    server.server.request_channel.send_response(Response.send(held, ProduceResponse(responses=[])))
+            return answer
+        parked.append(request)
+        request.processor.request_parked(request)  # what the produce handler does once appended (acks=all)
+        return None
+
+    server = network_server(handle)
+    sock = server.connect()
+    produce = ProduceRequest(acks=-1, timeout_ms=1000, topic_data=[])
+    sock.sendall(b"".join(encode_request(produce, ApiKey.PRODUCE, 9, i, "test") for i in (1, 2, 3))
+                 + api_versions_request(4))
+    answers = [decode_response(ApiKey.PRODUCE, 9, recv_frame(sock))[0] for _ in range(3)]
+    assert answers == [1, 2, 3] and recv_api_versions(sock)[0] == 4
+    assert dispatched == [1, 2, 3, 4]  # the ApiVersions was handled while the three produces waited
+
+    # At most MAX_PENDING_REQUESTS unanswered: the next produce waits until one is answered.
+    parked.clear()
+    dispatched.clear()
+    count = MAX_PENDING_REQUESTS + 2
+    sock.sendall(b"".join(encode_request(produce, ApiKey.PRODUCE, 9, 10 + i, "test") for i in range(count)))
+    wait_for(lambda: len(dispatched) == MAX_PENDING_REQUESTS, timeout=10)
+    server.call(lambda: server.server.request_channel.send_response(
+        Response.send(parked[0], ProduceResponse(responses=[])))).result(10)
+    wait_for(lambda: len(dispatched) == MAX_PENDING_REQUESTS + 1, timeout=10)
+    assert dispatched == list(range(10, 10 + MAX_PENDING_REQUESTS + 1))
+    assert decode_response(ApiKey.PRODUCE, 9, recv_frame(sock))[0] == 10
