@@ -136,11 +136,12 @@ class LogSegment:
         if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             self._ensure_offset_in_range(largest_offset)  # raises
         log_file.append(buf)
+        end = start + size
         verified = self._verified
         if verified and verified[-1][1] == start:  # appends grow the last verified range
-            verified[-1] = (verified[-1][0], start + size)
+            verified[-1] = (verified[-1][0], end)
         else:
-            self._mark_verified(start, start + size)
+            self._mark_verified(start, end)
         index_batch = self._index_batch
         for position, header in batches:
             index_batch(header, start + position)
@@ -148,13 +149,15 @@ class LogSegment:
     def _index_batch(self, header: LogEntryHeader, position: int) -> None:
         """Track the max timestamp and add index entries every index.interval.bytes."""
         max_ts = self._max_ts or self.max_timestamp_so_far
-        if header.max_timestamp > max_ts.timestamp:
-            max_ts = self._max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
+        timestamp = header.max_timestamp
+        if timestamp > max_ts.timestamp:
+            max_ts = self._max_ts = TimestampOffset(timestamp, header.last_offset)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(header.last_offset, position)
             time_index = self.time_index
-            # maybe_append adds nothing unless the max timestamp grew (and raises when full)
-            if max_ts.timestamp > time_index.last_entry.timestamp or time_index.is_full():
+            # maybe_append adds nothing unless the max timestamp grew, and raises when the index
+            # is full (is_full, inlined: a 16 KiB batch gets here on every append)
+            if max_ts.timestamp > time_index.last_entry.timestamp or time_index.entries >= time_index.max_entries - 1:
                 time_index.maybe_append(max_ts.timestamp, max_ts.offset)
             self.bytes_since_last_index_entry = header.size
         else:
@@ -338,17 +341,18 @@ class LogSegment:
         return ts if ts is not None and ts >= 0 else (1 << 63) - 1
 
     # --- rolling ----------------------------------------------------------------------------
-    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+    def time_waited_for_roll(self, now: int | None, message_timestamp: int) -> int:
         ts = self._rolling_timestamp()
         if ts is not None and ts >= 0:
             return message_timestamp - ts
-        return now - self.created_ms
+        return (now_ms() if now is None else now) - self.created_ms
 
     def should_roll(
         self, max_segment_bytes: int, max_segment_ms: int, messages_size: int,
-        max_timestamp_in_messages: int, max_offset_in_messages: int, now: int,
+        max_timestamp_in_messages: int, max_offset_in_messages: int, now: int | None,
     ) -> bool:
-        # Kafka's conditions, cheapest first; this runs on every append.
+        """Kafka's conditions, cheapest first; this runs on every append. ``now`` (None: read the
+        clock) matters only to a segment whose batches carry no timestamp."""
         size = len(self.log)
         if size > max_segment_bytes - messages_size:
             return True

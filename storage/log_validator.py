@@ -23,7 +23,6 @@ from protocol.records.batch import (
     Buffer,
     read_batch_header,
     set_log_append_time,
-    validate_batch,
 )
 from protocol.records.log_entry import LogEntryHeader, read_log_entry, validate_log_entry
 from storage.errors import (
@@ -76,7 +75,6 @@ def analyze_and_validate_records(
     batches: Batches = []
     end = len(records)
     position = 0
-    parse_v2 = validate_batch if check_crc else read_batch_header
     parse_any = validate_log_entry if check_crc else read_log_entry
     from_client = origin is _CLIENT
     entry_length = _ENTRY_LENGTH.unpack_from
@@ -91,7 +89,7 @@ def analyze_and_validate_records(
             break
         v2 = size > MAGIC_OFFSET and records[position + MAGIC_OFFSET] == 2
         try:
-            header = parse_v2(records, position) if v2 else parse_any(records, position)
+            header = read_batch_header(records, position, check_crc=check_crc) if v2 else parse_any(records, position)
         except CorruptRecordError as exc:
             raise CorruptRecordStorageError(f"append to {topic_partition}: {exc}") from exc
         if size > max_message_bytes:
