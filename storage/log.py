@@ -50,7 +50,6 @@ from storage.producer_state import (
     SENTINEL_GUARD,
     AppendOrigin,
     CompletedTxn,
-    ProducerAppendInfo,
     ProducerStateManager,
     ProducerStateEntry,
     ProducerStateManagerConfig,
@@ -285,7 +284,7 @@ class Log:
         # The hot path: everything below is per batch (most appends carry one) or per append.
         config = self.config
         size = len(records)
-        batches = analyze_and_validate_records(
+        batches, num_records, max_ts, max_ts_batch, has_producer_ids = analyze_and_validate_records(
             records, self.topic_partition, config.max_message_bytes, origin, assign_offsets, check_crc
         )
         if size > config.segment_bytes:
@@ -303,21 +302,15 @@ class Log:
                 first_offset = self._next_offset
                 if config.log_append_time:
                     append_time = now = now_ms() if now is None else now
+                    max_ts, max_ts_batch = append_time, 0  # every batch gets it: the first one has it first
                 next_offset = assign_offsets_and_epoch(records, batches, first_offset, leader_epoch, append_time)
             else:
                 first = batches[0][1]
                 first_offset = first.base_offset if first.magic >= 2 else first.last_offset
                 next_offset = check_follower_offsets(batches, self._next_offset, self.topic_partition)
             last_offset = next_offset - 1
-            max_ts, max_ts_offset, num_records, has_producer_ids = NO_TIMESTAMP, -1, 0, False
-            for _, header in batches:
-                num_records += header.record_count
-                if header.max_timestamp > max_ts:
-                    max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-                if header.producer_id >= 0:
-                    has_producer_ids = True
+            max_ts_offset = batches[max_ts_batch][1].last_offset if max_ts_batch >= 0 else -1
             producers = self.producers
-            updated: dict[int, ProducerAppendInfo] = {}
             completed: list[CompletedTxn] = []
             if has_producer_ids:  # batches without a producer id leave producer state alone
                 updated, completed, duplicate = analyze_producer_state(producers, records, batches, origin,

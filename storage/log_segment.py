@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from protocol.exceptions import CorruptRecordError
+from protocol.records.batch import LOG_OVERHEAD
 from storage.abstract_index import INT32_MAX
 from storage.clock import now_ms
 from storage.errors import CorruptIndexError, CorruptRecordStorageError, IndexOffsetOverflowError
@@ -130,7 +131,7 @@ class LogSegment:
         if not size:
             return
         log_file = self.log
-        start = len(log_file)
+        start = log_file.size
         if start == 0:
             self.rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
@@ -159,9 +160,9 @@ class LogSegment:
             # is full (is_full, inlined: a 16 KiB batch gets here on every append)
             if max_ts.timestamp > time_index.last_entry.timestamp or time_index.entries >= time_index.max_entries - 1:
                 time_index.maybe_append(max_ts.timestamp, max_ts.offset)
-            self.bytes_since_last_index_entry = header.size
+            self.bytes_since_last_index_entry = header.batch_length + LOG_OVERHEAD
         else:
-            self.bytes_since_last_index_entry += header.size
+            self.bytes_since_last_index_entry += header.batch_length + LOG_OVERHEAD
 
     def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
         if completed.is_aborted:
@@ -353,7 +354,7 @@ class LogSegment:
     ) -> bool:
         """Kafka's conditions, cheapest first; this runs on every append. ``now`` (None: read the
         clock) matters only to a segment whose batches carry no timestamp."""
-        size = len(self.log)
+        size = self.log.size
         if size > max_segment_bytes - messages_size:
             return True
         offset_index, time_index = self.offset_index, self.time_index

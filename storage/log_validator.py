@@ -46,6 +46,9 @@ _ENTRY_LENGTH = struct.Struct(">i")  # the size field every log entry has at +8
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # the first 16 bytes of a v2 batch
 
 Batches = list[tuple[int, LogEntryHeader]]  # (position in the append buffer, parsed header)
+# the batches, their record count, max timestamp, index of the first batch with it (-1: none),
+# whether any batch has a producer id
+ValidatedRecords = tuple[Batches, int, int, int, bool]
 _CLIENT = AppendOrigin.CLIENT  # a module global reads faster than the enum attribute, per append
 
 
@@ -67,12 +70,14 @@ class LogAppendInfo:
 def analyze_and_validate_records(
     records: Buffer, topic_partition: str, max_message_bytes: int, origin: AppendOrigin,
     assign_offsets: bool, check_crc: bool = True,
-) -> Batches:
-    """Every batch of ``records`` with its header; raises before anything is written.
+) -> ValidatedRecords:
+    """Every batch of ``records`` with its header, and the append's tally (see ValidatedRecords);
+    raises before anything is written.
 
     ``check_crc=False`` is only for bytes whose CRCs the caller has already checked.
     """
     batches: Batches = []
+    num_records, max_ts, max_ts_batch, has_producer_ids = 0, NO_TIMESTAMP, -1, False
     end = len(records)
     position = 0
     parse_any = validate_log_entry if check_crc else read_log_entry
@@ -110,11 +115,16 @@ def analyze_and_validate_records(
                 )
             if header.attributes & CONTROL_FLAG_MASK:
                 raise InvalidRecordError(f"clients may not append control batches to {topic_partition}")
+        num_records += header.record_count
+        if header.max_timestamp > max_ts:
+            max_ts, max_ts_batch = header.max_timestamp, len(batches)
+        if header.producer_id >= 0:
+            has_producer_ids = True
         batches.append((position, header))
         position += size
     if position != end:
         raise CorruptRecordStorageError(f"append to {topic_partition} ends with {end - position} bytes of a partial batch")
-    return batches
+    return batches, num_records, max_ts, max_ts_batch, has_producer_ids
 
 
 def assign_offsets_and_epoch(
