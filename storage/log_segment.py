@@ -143,26 +143,29 @@ class LogSegment:
             verified[-1] = (verified[-1][0], end)
         else:
             self._mark_verified(start, end)
-        index_batch = self._index_batch
-        for position, header in batches:
-            index_batch(header, start + position)
+        self._index_batches(batches, start)
 
-    def _index_batch(self, header: LogEntryHeader, position: int) -> None:
-        """Track the max timestamp and add index entries every index.interval.bytes."""
+    def _index_batches(self, batches: Sequence[tuple[int, LogEntryHeader]], start: int) -> None:
+        """Track the max timestamp and add index entries every index.interval.bytes, for batches
+        at ``start`` + their position."""
         max_ts = self._max_ts or self.max_timestamp_so_far
-        timestamp = header.max_timestamp
-        if timestamp > max_ts.timestamp:
-            max_ts = self._max_ts = TimestampOffset(timestamp, header.last_offset)
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(header.last_offset, position)
-            time_index = self.time_index
-            # maybe_append adds nothing unless the max timestamp grew, and raises when the index
-            # is full (is_full, inlined: a 16 KiB batch gets here on every append)
-            if max_ts.timestamp > time_index.last_entry.timestamp or time_index.entries >= time_index.max_entries - 1:
-                time_index.maybe_append(max_ts.timestamp, max_ts.offset)
-            self.bytes_since_last_index_entry = header.batch_length + LOG_OVERHEAD
-        else:
-            self.bytes_since_last_index_entry += header.batch_length + LOG_OVERHEAD
+        interval = self.index_interval_bytes
+        since_last_entry = self.bytes_since_last_index_entry
+        for position, header in batches:
+            timestamp = header.max_timestamp
+            if timestamp > max_ts.timestamp:
+                max_ts = self._max_ts = TimestampOffset(timestamp, header.last_offset)
+            if since_last_entry > interval:
+                self.offset_index.append(header.last_offset, start + position)
+                time_index = self.time_index
+                # maybe_append adds nothing unless the max timestamp grew, and raises when the
+                # index is full (is_full, inlined: a 16 KiB batch gets here on every append)
+                if max_ts.timestamp > time_index.last_entry.timestamp or time_index.entries >= time_index.max_entries - 1:
+                    time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                since_last_entry = header.batch_length + LOG_OVERHEAD
+            else:
+                since_last_entry += header.batch_length + LOG_OVERHEAD
+        self.bytes_since_last_index_entry = since_last_entry
 
     def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
         if completed.is_aborted:
@@ -422,7 +425,7 @@ class LogSegment:
                         f"offsets go backwards at position {position}: batch starts at {first}, expected >= {next_offset}"
                     )
                 self._ensure_offset_in_range(header.last_offset)
-                self._index_batch(header, position)
+                self._index_batches(((position, header),), 0)
                 valid_bytes += header.size
                 next_offset = header.last_offset + 1
                 if header.magic >= 2:

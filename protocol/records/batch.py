@@ -172,10 +172,10 @@ def read_batch_header(buf: Buffer, pos: int = 0, *, check_size: bool = True, che
             f"record batch at position {pos} is truncated: {available} bytes, "
             f"need at least {RECORD_BATCH_OVERHEAD}"
         )
-    fields = _HEADER.unpack_from(buf, pos)
-    _, batch_length, _, magic, crc, _, last_offset_delta, _, _, _, _, _, record_count = fields
-    if magic != 2:
-        raise CorruptRecordError(f"record batch at position {pos} has magic {magic}, expected 2")
+    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if header.magic != 2:
+        raise CorruptRecordError(f"record batch at position {pos} has magic {header.magic}, expected 2")
+    batch_length = header.batch_length
     if batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
         raise CorruptRecordError(
             f"record batch at position {pos} has batchLength {batch_length}, "
@@ -186,19 +186,19 @@ def read_batch_header(buf: Buffer, pos: int = 0, *, check_size: bool = True, che
             f"record batch at position {pos} is truncated: batchLength {batch_length} "
             f"runs past the {available} bytes available"
         )
-    if last_offset_delta < 0 or record_count < 0:
+    if header.last_offset_delta < 0 or header.record_count < 0:
         raise CorruptRecordError(
             f"record batch at position {pos} has negative lastOffsetDelta/recordCount"
         )
     if check_crc:
         # compute_crc, inlined: this runs once per produced batch
         actual = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + batch_length + LOG_OVERHEAD])
-        if actual != crc:
+        if actual != header.crc:
             raise CorruptRecordError(
                 f"record batch at position {pos} failed its CRC check: "
-                f"stored {crc:#010x}, computed {actual:#010x}"
+                f"stored {header.crc:#010x}, computed {actual:#010x}"
             )
-    return BatchHeader(*fields)
+    return header
 
 
 def compute_crc(buf: Buffer, pos: int, size: int) -> int:
