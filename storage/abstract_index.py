@@ -60,6 +60,11 @@ class AbstractIndex(abc.ABC):
             return
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
         self._mmap = mmap.mmap(fd, length, access=access)
+        if self.writable:
+            # No read-around: the first write fault on a new, sparse index would otherwise fill
+            # up to read_ahead_kb (8 MiB on some disks) of page cache with zero pages, 1-2 ms of
+            # CPU per segment on the append path; entries are written in order, probed at random.
+            self._mmap.madvise(mmap.MADV_RANDOM)
 
     @property
     def buffer(self) -> memoryview | bytes:

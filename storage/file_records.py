@@ -21,13 +21,14 @@ HEADER_WINDOW = 4096  # bytes per pread while stepping through batch headers onl
 class FileRecords:
     """A whole .log file (appendable) or a read-only window ``[position, position+length)``."""
 
-    __slots__ = ("path", "_fd", "_start", "_size", "_is_slice")
+    __slots__ = ("path", "_fd", "_start", "size", "_is_slice")
+    size: int  # bytes in this view, len() of it: an attribute for the append path, a call fewer
 
     def __init__(self, path: str, fd: int, start: int, size: int, is_slice: bool) -> None:
         self.path = path
         self._fd = fd
         self._start = start
-        self._size = size
+        self.size = size
         self._is_slice = is_slice
 
     @classmethod
@@ -46,7 +47,7 @@ class FileRecords:
 
     # --- the zero-copy view --------------------------------------------------------------
     def __len__(self) -> int:
-        return self._size
+        return self.size
 
     def fileno(self) -> int:
         return self._fd
@@ -57,11 +58,11 @@ class FileRecords:
         return self._start
 
     def read_bytes(self) -> bytes:
-        return self.read(0, self._size)
+        return self.read(0, self.size)
 
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``position`` relative to this view."""
-        size = max(0, min(size, self._size - position))
+        size = max(0, min(size, self.size - position))
         if size == 0:
             return b""
         parts = []
@@ -76,19 +77,19 @@ class FileRecords:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def slice(self, position: int, size: int) -> FileRecords:
-        size = max(0, min(size, self._size - position))
+        size = max(0, min(size, self.size - position))
         return FileRecords(self.path, self._fd, self._start + position, size, True)
 
     # --- the writable file ---------------------------------------------------------------
     def append(self, buf: Buffer) -> int:
         """Write the whole buffer at the logical end (one pwrite in practice)."""
         total = len(buf)
-        written = os.pwrite(self._fd, buf, self._size)
+        written = os.pwrite(self._fd, buf, self.size)
         if written < total:  # a short write: finish through a view, without copying
             view = memoryview(buf)
             while written < total:
-                written += os.pwrite(self._fd, view[written:], self._size + written)
-        self._size += written
+                written += os.pwrite(self._fd, view[written:], self.size + written)
+        self.size += written
         return written
 
     def flush(self) -> None:
@@ -96,17 +97,17 @@ class FileRecords:
 
     def truncate_to(self, size: int) -> int:
         """Cut the file to ``size`` bytes; returns the bytes removed."""
-        if size > self._size or size < 0:
-            raise ValueError(f"cannot truncate {self.path} of size {self._size} to {size}")
-        removed = self._size - size
+        if size > self.size or size < 0:
+            raise ValueError(f"cannot truncate {self.path} of size {self.size} to {size}")
+        removed = self.size - size
         os.ftruncate(self._fd, size)
-        self._size = size
+        self.size = size
         return removed
 
     def trim_to_size(self) -> None:
         """Drop preallocated space past the logical end."""
-        if os.fstat(self._fd).st_size != self._size:
-            os.ftruncate(self._fd, self._size)
+        if os.fstat(self._fd).st_size != self.size:
+            os.ftruncate(self._fd, self.size)
 
     def rename_to(self, path: str) -> None:
         os.rename(self.path, path)
@@ -134,7 +135,7 @@ class FileRecords:
     def _scan(
         self, start: int, end: int | None, with_data: bool, chunk: int = HEADER_WINDOW
     ) -> Iterator[tuple[int, LogEntryHeader, memoryview]]:
-        limit = self._size if end is None else min(end, self._size)
+        limit = self.size if end is None else min(end, self.size)
         pos = start
         buf = memoryview(b"")
         buf_start = start

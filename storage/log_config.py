@@ -8,6 +8,7 @@ defaults that topic overrides apply on top of, as Kafka's LogConfig.fromProps do
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -161,8 +162,8 @@ class LogConfig:
             return self.message_timestamp_after_max_ms
         return self.message_timestamp_difference_max_ms
 
-    @property
-    def log_append_time(self) -> bool:
+    @functools.cached_property
+    def log_append_time(self) -> bool:  # cached (in the instance dict, frozen or not): read per append
         return self.message_timestamp_type == "LogAppendTime"
 
     @property

@@ -61,9 +61,15 @@ def reports_io_errors(method: F) -> F:
         try:
             return method(self, *args, **kwargs)
         except OSError as exc:
-            log_dir = os.path.dirname(os.path.normpath(self.dir))
-            if self.failure_channel is not None:
-                self.failure_channel.maybe_add_offline_log_dir(
-                    log_dir, f"Error in {method.__name__} of {self.topic_partition} in dir {log_dir}", exc)
-            raise KafkaStorageError(f"{method.__name__} of {self.topic_partition} failed in {log_dir}: {exc}") from exc
+            raise storage_error(self, method.__name__, exc) from exc
     return wrapper  # type: ignore[return-value]
+
+
+def storage_error(owner: Any, operation: str, exc: OSError) -> KafkaStorageError:
+    """Report the dir of ``owner`` (a Log) to its ``failure_channel``; the error to raise instead
+    of ``exc``. For hot paths that catch the ``OSError`` themselves rather than through the decorator."""
+    log_dir = os.path.dirname(os.path.normpath(owner.dir))
+    if owner.failure_channel is not None:
+        owner.failure_channel.maybe_add_offline_log_dir(
+            log_dir, f"Error in {operation} of {owner.topic_partition} in dir {log_dir}", exc)
+    return KafkaStorageError(f"{operation} of {owner.topic_partition} failed in {log_dir}: {exc}")

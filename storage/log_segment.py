@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from protocol.exceptions import CorruptRecordError
+from protocol.records.batch import LOG_OVERHEAD
 from storage.abstract_index import INT32_MAX
 from storage.clock import now_ms
 from storage.errors import CorruptIndexError, CorruptRecordStorageError, IndexOffsetOverflowError
@@ -130,35 +131,41 @@ class LogSegment:
         if not size:
             return
         log_file = self.log
-        start = len(log_file)
+        start = log_file.size
         if start == 0:
             self.rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             self._ensure_offset_in_range(largest_offset)  # raises
         log_file.append(buf)
+        end = start + size
         verified = self._verified
         if verified and verified[-1][1] == start:  # appends grow the last verified range
-            verified[-1] = (verified[-1][0], start + size)
+            verified[-1] = (verified[-1][0], end)
         else:
-            self._mark_verified(start, start + size)
-        index_batch = self._index_batch
-        for position, header in batches:
-            index_batch(header, start + position)
+            self._mark_verified(start, end)
+        self._index_batches(batches, start)
 
-    def _index_batch(self, header: LogEntryHeader, position: int) -> None:
-        """Track the max timestamp and add index entries every index.interval.bytes."""
+    def _index_batches(self, batches: Sequence[tuple[int, LogEntryHeader]], start: int) -> None:
+        """Track the max timestamp and add index entries every index.interval.bytes, for batches
+        at ``start`` + their position."""
         max_ts = self._max_ts or self.max_timestamp_so_far
-        if header.max_timestamp > max_ts.timestamp:
-            max_ts = self._max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(header.last_offset, position)
-            time_index = self.time_index
-            # maybe_append adds nothing unless the max timestamp grew (and raises when full)
-            if max_ts.timestamp > time_index.last_entry.timestamp or time_index.is_full():
-                time_index.maybe_append(max_ts.timestamp, max_ts.offset)
-            self.bytes_since_last_index_entry = header.size
-        else:
-            self.bytes_since_last_index_entry += header.size
+        interval = self.index_interval_bytes
+        since_last_entry = self.bytes_since_last_index_entry
+        for position, header in batches:
+            timestamp = header.max_timestamp
+            if timestamp > max_ts.timestamp:
+                max_ts = self._max_ts = TimestampOffset(timestamp, header.last_offset)
+            if since_last_entry > interval:
+                self.offset_index.append(header.last_offset, start + position)
+                time_index = self.time_index
+                # maybe_append adds nothing unless the max timestamp grew, and raises when the
+                # index is full (is_full, inlined: a 16 KiB batch gets here on every append)
+                if max_ts.timestamp > time_index.last_entry.timestamp or time_index.entries >= time_index.max_entries - 1:
+                    time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                since_last_entry = header.batch_length + LOG_OVERHEAD
+            else:
+                since_last_entry += header.batch_length + LOG_OVERHEAD
+        self.bytes_since_last_index_entry = since_last_entry
 
     def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
         if completed.is_aborted:
@@ -338,18 +345,19 @@ class LogSegment:
         return ts if ts is not None and ts >= 0 else (1 << 63) - 1
 
     # --- rolling ----------------------------------------------------------------------------
-    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+    def time_waited_for_roll(self, now: int | None, message_timestamp: int) -> int:
         ts = self._rolling_timestamp()
         if ts is not None and ts >= 0:
             return message_timestamp - ts
-        return now - self.created_ms
+        return (now_ms() if now is None else now) - self.created_ms
 
     def should_roll(
         self, max_segment_bytes: int, max_segment_ms: int, messages_size: int,
-        max_timestamp_in_messages: int, max_offset_in_messages: int, now: int,
+        max_timestamp_in_messages: int, max_offset_in_messages: int, now: int | None,
     ) -> bool:
-        # Kafka's conditions, cheapest first; this runs on every append.
-        size = len(self.log)
+        """Kafka's conditions, cheapest first; this runs on every append. ``now`` (None: read the
+        clock) matters only to a segment whose batches carry no timestamp."""
+        size = self.log.size
         if size > max_segment_bytes - messages_size:
             return True
         offset_index, time_index = self.offset_index, self.time_index
@@ -417,7 +425,7 @@ class LogSegment:
                         f"offsets go backwards at position {position}: batch starts at {first}, expected >= {next_offset}"
                     )
                 self._ensure_offset_in_range(header.last_offset)
-                self._index_batch(header, position)
+                self._index_batches(((position, header),), 0)
                 valid_bytes += header.size
                 next_offset = header.last_offset + 1
                 if header.magic >= 2:

@@ -23,7 +23,6 @@ from protocol.records.batch import (
     Buffer,
     read_batch_header,
     set_log_append_time,
-    validate_batch,
 )
 from protocol.records.log_entry import LogEntryHeader, read_log_entry, validate_log_entry
 from storage.errors import (
@@ -47,6 +46,9 @@ _ENTRY_LENGTH = struct.Struct(">i")  # the size field every log entry has at +8
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # the first 16 bytes of a v2 batch
 
 Batches = list[tuple[int, LogEntryHeader]]  # (position in the append buffer, parsed header)
+# the batches, their record count, max timestamp, index of the first batch with it (-1: none),
+# whether any batch has a producer id
+ValidatedRecords = tuple[Batches, int, int, int, bool]
 _CLIENT = AppendOrigin.CLIENT  # a module global reads faster than the enum attribute, per append
 
 
@@ -68,15 +70,16 @@ class LogAppendInfo:
 def analyze_and_validate_records(
     records: Buffer, topic_partition: str, max_message_bytes: int, origin: AppendOrigin,
     assign_offsets: bool, check_crc: bool = True,
-) -> Batches:
-    """Every batch of ``records`` with its header; raises before anything is written.
+) -> ValidatedRecords:
+    """Every batch of ``records`` with its header, and the append's tally (see ValidatedRecords);
+    raises before anything is written.
 
     ``check_crc=False`` is only for bytes whose CRCs the caller has already checked.
     """
     batches: Batches = []
+    num_records, max_ts, max_ts_batch, has_producer_ids = 0, NO_TIMESTAMP, -1, False
     end = len(records)
     position = 0
-    parse_v2 = validate_batch if check_crc else read_batch_header
     parse_any = validate_log_entry if check_crc else read_log_entry
     from_client = origin is _CLIENT
     entry_length = _ENTRY_LENGTH.unpack_from
@@ -91,7 +94,7 @@ def analyze_and_validate_records(
             break
         v2 = size > MAGIC_OFFSET and records[position + MAGIC_OFFSET] == 2
         try:
-            header = parse_v2(records, position) if v2 else parse_any(records, position)
+            header = read_batch_header(records, position, check_crc=check_crc) if v2 else parse_any(records, position)
         except CorruptRecordError as exc:
             raise CorruptRecordStorageError(f"append to {topic_partition}: {exc}") from exc
         if size > max_message_bytes:
@@ -112,11 +115,16 @@ def analyze_and_validate_records(
                 )
             if header.attributes & CONTROL_FLAG_MASK:
                 raise InvalidRecordError(f"clients may not append control batches to {topic_partition}")
+        num_records += header.record_count
+        if header.max_timestamp > max_ts:
+            max_ts, max_ts_batch = header.max_timestamp, len(batches)
+        if header.producer_id >= 0:
+            has_producer_ids = True
         batches.append((position, header))
         position += size
     if position != end:
         raise CorruptRecordStorageError(f"append to {topic_partition} ends with {end - position} bytes of a partial batch")
-    return batches
+    return batches, num_records, max_ts, max_ts_batch, has_producer_ids
 
 
 def assign_offsets_and_epoch(

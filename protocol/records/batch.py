@@ -159,11 +159,12 @@ def read_magic(buf: Buffer, pos: int = 0) -> int:
     return _BYTE.unpack_from(buf, pos + MAGIC_OFFSET)[0]
 
 
-def read_batch_header(buf: Buffer, pos: int = 0, *, check_size: bool = True) -> BatchHeader:
-    """Parse the v2 batch header at ``pos``; checks framing, not the CRC.
+def read_batch_header(buf: Buffer, pos: int = 0, *, check_size: bool = True, check_crc: bool = False) -> BatchHeader:
+    """Parse the v2 batch header at ``pos``; checks framing, and with ``check_crc`` the CRC too.
 
     With ``check_size=False`` only the 61 header bytes must be in ``buf``: the batch may run
-    past its end, as when stepping through a file by headers read in small windows.
+    past its end, as when stepping through a file by headers read in small windows (no CRC
+    check then).
     """
     available = len(buf) - pos
     if available < RECORD_BATCH_OVERHEAD:
@@ -189,6 +190,14 @@ def read_batch_header(buf: Buffer, pos: int = 0, *, check_size: bool = True) -> 
         raise CorruptRecordError(
             f"record batch at position {pos} has negative lastOffsetDelta/recordCount"
         )
+    if check_crc:
+        # compute_crc, inlined: this runs once per produced batch
+        actual = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + batch_length + LOG_OVERHEAD])
+        if actual != header.crc:
+            raise CorruptRecordError(
+                f"record batch at position {pos} failed its CRC check: "
+                f"stored {header.crc:#010x}, computed {actual:#010x}"
+            )
     return header
 
 
@@ -203,15 +212,7 @@ def is_crc_valid(buf: Buffer, pos: int, header: BatchHeader) -> bool:
 
 def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Header plus CRC check; raises CorruptRecordError naming the position on failure."""
-    header = read_batch_header(buf, pos)
-    # compute_crc, inlined: this runs once per produced batch
-    actual = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + header.batch_length + LOG_OVERHEAD])
-    if actual != header.crc:
-        raise CorruptRecordError(
-            f"record batch at position {pos} failed its CRC check: "
-            f"stored {header.crc:#010x}, computed {actual:#010x}"
-        )
-    return header
+    return read_batch_header(buf, pos, check_crc=True)
 
 
 def iter_batch_positions(buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from protocol.records.batch import set_base_offset, set_partition_leader_epoch
+from storage.errors import RecordBatchTooLargeError
 from storage_test_helpers import batch, config, offsets_in, open_log, read_all
 
 
@@ -91,3 +94,28 @@ def test_append_is_quick_only_when_no_roll_flush_or_lock_holder_can_make_it_bloc
         release.set()
         holder.join()
     assert quick.append_is_quick(100)
+
+
+def test_append_tally_names_the_first_batch_with_the_max_timestamp(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    three = batch(2, timestamps=[10, 30]) + batch(1, timestamp=50) + batch(3, timestamps=[50, 20, 40])
+    info = log.append_as_leader(three, leader_epoch=0)
+    assert (info.max_timestamp, info.offset_of_max_timestamp, info.num_records) == (50, 2, 6)
+    assert (info.log_append_time, info.first_offset, info.last_offset) == (-1, 0, 5)
+
+
+def test_log_append_time_gives_every_batch_the_time_and_the_first_carries_it(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", config(message_timestamp_type="LogAppendTime"))
+    log.append_as_leader(batch(1), leader_epoch=0, now=7_000)
+    info = log.append_as_leader(batch(2) + batch(3), leader_epoch=0, now=9_000)
+    assert (info.max_timestamp, info.offset_of_max_timestamp, info.log_append_time) == (9_000, 2, 9_000)
+    assert (info.first_offset, info.last_offset, info.num_records) == (1, 5, 5)
+
+
+def test_a_batch_larger_than_the_segment_is_refused_before_offsets_are_stamped(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", config(segment_bytes=200))
+    big = batch(3, value_size=100)
+    as_sent = bytes(big)
+    with pytest.raises(RecordBatchTooLargeError):
+        log.append_as_leader(big, leader_epoch=4)
+    assert big == as_sent and log.log_end_offset == 0 and log.size == 0
