@@ -31,7 +31,9 @@ from spark_jobs.planner import AbortedRange, SegmentSplit
 from spark_jobs.read_options import ReadOptions
 from spark_jobs.record_columns import NO_TIMESTAMP, TIMESTAMP_TYPE, RecordColumns, decode_columns
 
-ROWS_PER_ARROW_BATCH = 16384
+# An Arrow batch is flushed once it holds this many rows: a Kafka batch at least this large goes
+# to Spark on its own, without being copied again into a concatenation; small ones are gathered.
+ROWS_PER_ARROW_BATCH = 2048
 # Smaller v2 batches are decoded record by record: numpy's per-call cost would outweigh its gain.
 MIN_COLUMNAR_RECORDS = 32
 
