@@ -6,7 +6,11 @@ and reads them. With --broker it starts a ZooKeeper and a broker (tests/harness)
 them both ways in the same run. With --bootstrap and --log-dirs it does the same on a broker
 already running. Both ways: directly from the broker's log dirs (count plus a sum over the
 values), and through the broker with a confluent-kafka consumer (assign(), from the
-beginning), so the two numbers are comparable (goal: the direct read is faster).
+beginning), so the two numbers are comparable (goal: the direct read is faster). Both count the
+same records and key+value bytes (the run fails if they differ). Timed: for Spark each read from
+building the DataFrame to its result (planning and the job; the session, started once before,
+is not), for the consumer from assign() to its last record (client creation and the metadata
+request before it are not).
 
     python bench/spark_bench.py [--records N] [--codec lz4] [--master local[2]]
     python bench/spark_bench.py --broker [--records N] [--partitions P]
