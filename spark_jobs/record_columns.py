@@ -119,6 +119,10 @@ def _binary(buffer: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Ar
     return spread.take(pa.array(np.arange(0, 2 * count, 2, dtype=np.int32)))
 
 
+def _within(values: np.ndarray, low: int, high: int) -> bool:
+    return bool(((values >= low) & (values <= high)).all())
+
+
 def decode_columns(
     data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: Optional[int] = None
 ) -> Optional[RecordColumns]:
@@ -163,12 +167,20 @@ def decode_columns(
     header_counts = value_starts + np.maximum(value_lengths, 0)
     if (header_counts + 1 != ends).any() or raw[header_counts].any():
         return None  # headers, or fields not filling their record
-    if log_append_time is None:
-        timestamps = base_timestamp + timestamp_deltas
-        if (np.abs(timestamps) > _MAX_MILLIS).any():
+    # numpy's int64 wraps where Python's ints would not: values that could are left to the record
+    # decoder (and Arrow's overflow error), as are offset deltas outside 0..2^31.
+    if not _within(offset_deltas, 0, 2**31) or base_offset > 2**63 - 1 - 2**31:
+        return None
+    if log_append_time is not None:
+        if abs(log_append_time) > _MAX_MILLIS:
             return None
-    else:
         timestamps = np.full(count, log_append_time, np.int64)
+    else:
+        if abs(base_timestamp) > _MAX_MILLIS or not _within(timestamp_deltas, -_MAX_MILLIS, _MAX_MILLIS):
+            return None
+        timestamps = base_timestamp + timestamp_deltas
+        if not _within(timestamps, -_MAX_MILLIS, _MAX_MILLIS):
+            return None
     buffer = pa.py_buffer(data)
     return RecordColumns(_binary(buffer, key_starts, key_lengths), _binary(buffer, value_starts, value_lengths),
                          base_offset + offset_deltas, timestamps)

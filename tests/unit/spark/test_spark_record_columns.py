@@ -97,3 +97,10 @@ def test_malformed_records_go_to_the_record_decoder(data: bytes, count: int) -> 
     with pytest.raises(CorruptRecordError):
         decode_records(*_raw(data, count))
 
+
+
+@pytest.mark.parametrize("timestamp_delta, offset_delta", [(2**62, 0), (0, -1), (0, 2**40)])
+def test_values_numpy_would_wrap_go_to_the_record_decoder(timestamp_delta: int, offset_delta: int) -> None:
+    data = GOOD + encode_record(offset_delta, timestamp_delta, b"k", b"v")
+    assert decode_columns(*_raw(data, 41)) is None
+    assert decode_records(*_raw(data, 41))[40].timestamp == BASE_TS + timestamp_delta
