@@ -6,7 +6,12 @@ and reads them. With --broker it starts a ZooKeeper and a broker (tests/harness)
 them both ways in the same run. With --bootstrap and --log-dirs it does the same on a broker
 already running. Both ways: directly from the broker's log dirs (count plus a sum over the
 values), and through the broker with a confluent-kafka consumer (assign(), from the
-beginning), so the two numbers are comparable (goal: the direct read is faster).
+beginning), so the two numbers are comparable (goal: the direct read is faster). Both count the
+same records and key+value bytes (the run fails if they differ). Timed: for Spark each read from
+building the DataFrame to its result (planning and the job; the session, started once before,
+is not), for the consumer from assign() to its last record (client creation and the metadata
+request before it are not). Each side first reads ``--warmups`` times, shown but not counted (for Spark the
+JVM's JIT and the Python workers' start; the first read of a session took 10-35 s here).
 
     python bench/spark_bench.py [--records N] [--codec lz4] [--master local[2]]
     python bench/spark_bench.py --broker [--records N] [--partitions P]
@@ -124,8 +129,12 @@ def report(label: str, records: int, payload: int, disk: int, seconds: float) ->
           f"{payload / seconds / 1e6:8.1f} MB/s payload {disk / seconds / 1e6:8.1f} MB/s on disk")
 
 
-def best_of(label: str, runs: int, disk: int, read: Callable[[], tuple[int, int, float]]) -> tuple[int, int, float]:
-    """Each run's numbers and the fastest run's."""
+def best_of(label: str, runs: int, warmups: int, disk: int,
+            read: Callable[[], tuple[int, int, float]]) -> tuple[int, int, float]:
+    """Each run's numbers and the fastest run's, after ``warmups`` reads that are shown but not counted."""
+    for run in range(warmups):
+        records, payload, seconds = read()
+        report(f"{label} warm-up {run + 1}", records, payload, disk, seconds)
     results = []
     for run in range(runs):
         results.append(read())
@@ -145,6 +154,8 @@ def main() -> None:
     parser.add_argument("--max-split-bytes", type=int, default=32 * 1024 * 1024)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--warmups", type=int, default=1,
+                        help="reads first, each side, shown but not counted (Spark: JVM JIT and Python workers)")
     parser.add_argument("--broker", action="store_true",
                         help="start ZooKeeper and a broker, produce --records through it, read them both ways")
     parser.add_argument("--partitions", type=int, default=1, help="partitions of --topic (with --broker)")
@@ -173,12 +184,12 @@ def main() -> None:
         }, progress=False)
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            direct = best_of(f"direct {args.master}", args.runs, disk,
+            direct = best_of(f"direct {args.master}", args.runs, args.warmups, disk,
                              lambda: read_direct(spark, log_dirs, args.topic, args.max_split_bytes))
         finally:
             spark.stop()
         if bootstrap:
-            consumed = best_of("confluent-kafka consumer", args.runs, disk,
+            consumed = best_of("confluent-kafka consumer", args.runs, args.warmups, disk,
                                lambda: read_through_broker(bootstrap, args.topic, direct[0]))
             if consumed[:2] != direct[:2]:
                 raise SystemExit(f"the two reads disagree: direct {direct[:2]}, consumer {consumed[:2]} "

@@ -1,7 +1,8 @@
 """Executor side: one split's byte range of a segment turned into Arrow record batches.
 
-Entries are validated (framing and CRC) and decoded by protocol.records; the reader only
-decides, per entry, whether it is wanted (control batches never are; aborted transactional
+Entries are validated (framing and CRC) and decoded, large v2 batches as columns
+(record_columns), others record by record (protocol.records); the reader only decides, per
+entry, whether it is wanted (control batches never are; aborted transactional
 batches are not under read_committed; offset/timestamp windows) and lays records out as
 columns. A corrupt entry stops the read with its file and byte position unless the source
 was asked to ``skipCorrupt``; a torn entry at the very end of a partition's last segment is a
@@ -16,22 +17,29 @@ import os
 import struct
 import sys
 from collections.abc import Iterator
-from typing import Optional
+from typing import Optional, Union
 
+import numpy as np
 import pyarrow as pa
 
 from protocol.exceptions import CorruptRecordError
 from protocol.records.batch import LOG_OVERHEAD
 from protocol.records.compression import CompressionType
 from protocol.records.log_entry import LogEntryHeader, decode_entry_records, read_log_entry, validate_log_entry
-from protocol.records.record import Record
+from protocol.records.record import Record, batch_record_data, decode_records
 from spark_jobs.planner import AbortedRange, SegmentSplit
 from spark_jobs.read_options import ReadOptions
+from spark_jobs.record_columns import NO_TIMESTAMP, TIMESTAMP_TYPE, RecordColumns, decode_columns
 
-ROWS_PER_ARROW_BATCH = 16384
-NO_TIMESTAMP = -1
+# An Arrow batch is flushed once it holds this many rows: a Kafka batch at least this large goes
+# to Spark on its own, without being copied again into a concatenation; small ones are gathered.
+ROWS_PER_ARROW_BATCH = 2048
+# Smaller v2 batches are decoded record by record: numpy's per-call cost would outweigh its gain.
+MIN_COLUMNAR_RECORDS = 32
 
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
+HEADERS_TYPE = pa.list_(HEADER_TYPE)
+_EMPTY_HEADERS = pa.array([], HEADER_TYPE)
 ARROW_SCHEMA = pa.schema(
     [
         ("key", pa.binary()),
@@ -39,9 +47,9 @@ ARROW_SCHEMA = pa.schema(
         ("topic", pa.string()),
         ("partition", pa.int32()),
         ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestamp", TIMESTAMP_TYPE),
         ("timestampType", pa.int32()),
-        ("headers", pa.list_(HEADER_TYPE)),
+        ("headers", HEADERS_TYPE),
         ("producerId", pa.int64()),
         ("leaderEpoch", pa.int32()),
         ("compression", pa.string()),
@@ -72,7 +80,8 @@ class CorruptSegmentError(Exception):
 
 
 class _Columns:
-    """Column lists for the rows of one Arrow batch; filled per log entry, not per field."""
+    """The rows of one Arrow batch, gathered per log entry: large v2 batches as RecordColumns,
+    other entries as decoded Records; entry-level columns are expanded to rows at flush."""
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -81,25 +90,23 @@ class _Columns:
 
     def _reset(self) -> None:
         self.rows = 0
-        self.keys: list[Optional[bytes]] = []
-        self.values: list[Optional[bytes]] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[Optional[int]] = []
-        self.headers: list[list[tuple[str, Optional[bytes]]]] = []
-        # Entry-level columns, one tuple per log entry, expanded to rows at flush:
-        # (record count, timestampType, producerId, leaderEpoch, codec name, batchBaseOffset, batchSizeBytes)
+        # Per-record columns (key, value, offset, timestamp, headers), one tuple of arrays per chunk.
+        self.chunks: list[tuple[pa.Array, ...]] = []
+        self.records: list[Record] = []  # decoded records not yet in a chunk
+        # One tuple per log entry: (record count, timestampType, producerId, leaderEpoch,
+        # codec name, batchBaseOffset, batchSizeBytes)
         self.per_entry: list[tuple[int, int, int, int, str, int, int]] = []
 
-    def add(self, header: LogEntryHeader, records: list[Record], base_offset: int) -> None:
-        count = len(records)
-        self.keys += [r.key for r in records]
-        self.values += [r.value for r in records]
-        self.offsets += [r.offset for r in records]
-        self.timestamps += [None if r.timestamp == NO_TIMESTAMP else r.timestamp * 1000 for r in records]
-        self.headers += [r.headers for r in records]
+    def add(self, header: LogEntryHeader, rows: Union[RecordColumns, list[Record]], base_offset: int) -> None:
+        if isinstance(rows, RecordColumns):
+            self._close_records()
+            self.chunks.append((rows.keys, rows.values, pa.array(rows.offsets), rows.arrow_timestamps(),
+                                _no_headers(len(rows))))
+        else:
+            self.records += rows
         self.per_entry.append(
             (
-                count,
+                len(rows),
                 header.timestamp_type,
                 header.producer_id,
                 header.partition_leader_epoch,
@@ -108,36 +115,61 @@ class _Columns:
                 header.size,
             )
         )
-        self.rows += count
+        self.rows += len(rows)
 
-    def _repeat(self, field: int) -> list:
-        out: list = []
-        for entry in self.per_entry:
-            out += [entry[field]] * entry[0]
-        return out
+    def _close_records(self) -> None:
+        records = self.records
+        if not records:
+            return
+        self.chunks.append(
+            (
+                pa.array([r.key for r in records], pa.binary()),
+                pa.array([r.value for r in records], pa.binary()),
+                pa.array([r.offset for r in records], pa.int64()),
+                pa.array([None if r.timestamp == NO_TIMESTAMP else r.timestamp * 1000 for r in records],
+                         TIMESTAMP_TYPE),
+                pa.array([r.headers for r in records], HEADERS_TYPE),
+            )
+        )
+        self.records = []
 
     def flush(self) -> pa.RecordBatch:
+        self._close_records()
         rows = self.rows
+        key, value, offset, timestamp, headers = (
+            self.chunks[0] if len(self.chunks) == 1 else [pa.concat_arrays(c) for c in zip(*self.chunks)]
+        )
+        entry_of_row = pa.array(np.repeat(np.arange(len(self.per_entry), dtype=np.int32),
+                                          [entry[0] for entry in self.per_entry]))
+        per_entry = list(zip(*self.per_entry))
+
+        def entry_column(field: int, kind: pa.DataType) -> pa.Array:
+            return pa.array(per_entry[field], kind).take(entry_of_row)
+
         batch = pa.RecordBatch.from_arrays(
             [
-                pa.array(self.keys, pa.binary()),
-                pa.array(self.values, pa.binary()),
-                pa.array([self.topic] * rows, pa.string()),
-                pa.array([self.partition] * rows, pa.int32()),
-                pa.array(self.offsets, pa.int64()),
-                pa.array(self.timestamps, ARROW_SCHEMA.field("timestamp").type),
-                pa.array(self._repeat(1), pa.int32()),
-                pa.array(self.headers, ARROW_SCHEMA.field("headers").type),
-                pa.array(self._repeat(2), pa.int64()),
-                pa.array(self._repeat(3), pa.int32()),
-                pa.array(self._repeat(4), pa.string()),
-                pa.array(self._repeat(5), pa.int64()),
-                pa.array(self._repeat(6), pa.int32()),
+                key,
+                value,
+                pa.repeat(pa.scalar(self.topic, pa.string()), rows),
+                pa.repeat(pa.scalar(self.partition, pa.int32()), rows),
+                offset,
+                timestamp,
+                entry_column(1, pa.int32()),
+                headers,
+                entry_column(2, pa.int64()),
+                entry_column(3, pa.int32()),
+                entry_column(4, pa.string()),
+                entry_column(5, pa.int64()),
+                entry_column(6, pa.int32()),
             ],
             schema=ARROW_SCHEMA,
         )
         self._reset()
         return batch
+
+
+def _no_headers(count: int) -> pa.Array:
+    return pa.ListArray.from_arrays(pa.array(np.zeros(count + 1, np.int32)), _EMPTY_HEADERS, type=HEADERS_TYPE)
 
 
 class _AbortedTransactions:
@@ -167,6 +199,10 @@ def _is_torn_tail(buf: mmap.mmap, pos: int) -> bool:
     return length >= 0 and pos + LOG_OVERHEAD + length > len(buf)
 
 
+def _first_offset(rows: Union[RecordColumns, list[Record]]) -> int:
+    return int(rows.offsets[0]) if isinstance(rows, RecordColumns) else rows[0].offset
+
+
 class SplitReader:
     """Reads one SegmentSplit under the source's options."""
 
@@ -190,16 +226,38 @@ class SplitReader:
             return False
         return not (header.is_transactional and self.aborted.contains(header))
 
-    def _window(self, records: list[Record]) -> list[Record]:
+    @staticmethod
+    def _decode(buf: mmap.mmap, pos: int, header: LogEntryHeader) -> Union[RecordColumns, list[Record]]:
+        """The entry's records: as columns when it is a v2 batch big enough to pay for them."""
+        if header.magic != 2 or header.record_count < MIN_COLUMNAR_RECORDS:
+            return decode_entry_records(buf, pos)
+        data = batch_record_data(buf, pos)
+        log_append_time = header.max_timestamp if header.timestamp_type == 1 else None
+        args = (data, header.record_count, header.base_offset, header.base_timestamp, log_append_time)
+        columns = decode_columns(*args)
+        return decode_records(*args) if columns is None else columns
+
+    def _window(self, rows: Union[RecordColumns, list[Record]]) -> Union[RecordColumns, list[Record]]:
+        """The rows inside the split's offset window and the source's timestamp window."""
         low, high = self.split.min_offset, self.split.max_offset
         start_ts, end_ts = self.options.starting_timestamp, self.options.ending_timestamp
-        if low is not None or high is not None:
-            records = [r for r in records if (low is None or r.offset >= low) and (high is None or r.offset < high)]
-        if start_ts is not None:
-            records = [r for r in records if r.timestamp >= start_ts]
-        if end_ts is not None:
-            records = [r for r in records if r.timestamp < end_ts]
-        return records
+        if low is None and high is None and start_ts is None and end_ts is None:
+            return rows
+        if isinstance(rows, RecordColumns):
+            offsets, timestamps = rows.offsets, rows.timestamps
+        else:
+            offsets = np.array([r.offset for r in rows], np.int64)
+            timestamps = np.array([r.timestamp for r in rows], np.int64)
+        wanted = np.ones(len(offsets), np.bool_)
+        for bound, values, below in ((low, offsets, False), (high, offsets, True),
+                                     (start_ts, timestamps, False), (end_ts, timestamps, True)):
+            if bound is not None:
+                wanted &= values < bound if below else values >= bound
+        if wanted.all():
+            return rows
+        if isinstance(rows, RecordColumns):
+            return rows.filter(wanted)
+        return [r for r, keep in zip(rows, wanted) if keep]
 
     def read(self) -> Iterator[pa.RecordBatch]:
         split = self.split
@@ -225,13 +283,12 @@ class SplitReader:
                 header = validate_log_entry(buf, pos)
                 next_pos = pos + header.size
                 if self._wanted(header):
-                    records = decode_entry_records(buf, pos)
-                    if split.max_offset is not None and records and records[0].offset >= split.max_offset:
+                    rows = self._decode(buf, pos, header)
+                    if split.max_offset is not None and len(rows) and _first_offset(rows) >= split.max_offset:
                         break
-                    records = self._window(records)
-                    if records:
-                        base = header.base_offset if header.magic == 2 else records[0].offset
-                        columns.add(header, records, base)
+                    rows = self._window(rows)
+                    if len(rows):
+                        columns.add(header, rows, header.base_offset if header.magic == 2 else _first_offset(rows))
             except CorruptRecordError as exc:
                 self._corrupt(pos, str(exc))
                 next_pos = self._resume_after(buf, pos)

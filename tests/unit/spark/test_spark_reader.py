@@ -11,6 +11,7 @@ import pytest
 
 from protocol.records.batch import CRC_OFFSET
 from spark_jobs.layout import LayoutError, discover
+from spark_jobs import segment_reader
 from spark_jobs.planner import usable_index_entries
 from spark_jobs.segment_reader import CorruptSegmentError
 from storage.checkpoints import OffsetCheckpointFile
@@ -18,6 +19,15 @@ from tests.unit.spark.segment_files import open_transaction_tail
 from tests.unit.spark.spark_read_helpers import expected_view, read_direct, row_view
 
 
+@pytest.fixture(params=["records", "columns"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test with either decoder: the fixture log's batches are too small for the columnar
+    one, which here takes every v2 batch (those with headers still go record by record)."""
+    if request.param == "columns":
+        monkeypatch.setattr(segment_reader, "MIN_COLUMNAR_RECORDS", 1)
+
+
+@pytest.mark.usefixtures("decoder")
 @pytest.mark.parametrize("max_split_bytes", ["500", "2000", str(1 << 30)])
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
 def test_reads_exactly_what_was_written(log_dir, isolation: str, max_split_bytes: str) -> None:
@@ -28,6 +38,7 @@ def test_reads_exactly_what_was_written(log_dir, isolation: str, max_split_bytes
     assert len({(r["topic"], r["partition"], r["offset"]) for r in rows}) == len(rows)
 
 
+@pytest.mark.usefixtures("decoder")
 def test_batch_columns(log_dir) -> None:
     path, _expected = log_dir
     _splits, rows = read_direct({"path": str(path), "topics": "events"})
@@ -51,6 +62,7 @@ def test_segments_split_at_index_entries(log_dir) -> None:
     assert {s.start for s in splits[1:]} <= index_positions
 
 
+@pytest.mark.usefixtures("decoder")
 def test_offset_and_timestamp_windows(log_dir) -> None:
     path, expected = log_dir
     events0 = [e for e in expected if (e.topic, e.partition) == ("events", 0)]
@@ -99,6 +111,7 @@ def test_committed_only_needs_a_checkpoint_entry(log_dir) -> None:
         read_direct({"path": segment.path, "committedOnly": "true"})
 
 
+@pytest.mark.usefixtures("decoder")
 def test_open_transaction(log_dir, tmp_path: Path) -> None:
     path, expected = log_dir
     copy = _copy(path, tmp_path / "logs")
@@ -181,6 +194,7 @@ GOLDEN_COUNTS = {
 }
 
 
+@pytest.mark.usefixtures("decoder")
 def test_golden_logs(golden: Path) -> None:
     _s, rows = read_direct({"paths": json.dumps([str(p) for p in sorted(golden.iterdir()) if p.is_dir()]),
                             "maxSplitBytes": "250000"})
