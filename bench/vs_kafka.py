@@ -76,6 +76,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--e2e-messages", type=int, default=2_000)
     parser.add_argument("--connections", type=int, default=1_000)
     parser.add_argument("--producers", type=int, default=10, help="of the connections, how many produce")
+    parser.add_argument("--consumer-config", type=csv(str), default=[], metavar="KEY=VALUE,...",
+                        help="librdkafka consumer settings for the consume rows of every kind, "
+                             "e.g. fetch.queue.backoff.ms=10")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scale", action="store_true", help="also the many-partitions section (long)")
     parser.add_argument("--scale-partitions", type=int, default=10_000)
@@ -172,7 +175,8 @@ def main() -> None:
     plan = Plan(groups=set(args.only) | ({"scale"} if args.scale else set()), clients=set(args.clients),
                 sizes=args.sizes, partitions=args.partitions, replication=args.replication, messages=args.messages,
                 rates=args.rates, latency_seconds=args.latency_seconds, e2e_messages=args.e2e_messages,
-                connections=args.connections, producers=args.producers, repeats=args.repeats)
+                connections=args.connections, producers=args.producers, repeats=args.repeats,
+                consumer_config=dict(item.split("=", 1) for item in args.consumer_config))
     tmp = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
     results = Results(args.kinds, {name: KINDS[name].label for name in KINDS})
     run = Run(plan, results, JavaTools(tmp / "java"), Profiler(args.profile, native=args.profile_native) if args.profile else None)

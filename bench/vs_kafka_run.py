@@ -8,7 +8,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.vs_kafka_java import JavaTools
 from bench.vs_kafka_kinds import BrokerKind
@@ -33,6 +33,7 @@ class Plan:
     connections: int
     producers: int
     repeats: int
+    consumer_config: dict[str, str] = field(default_factory=dict)  # librdkafka consumer settings, every kind
 
     @property
     def brokers_needed(self) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -97,11 +98,12 @@ def librdkafka_rows(kind: BrokerKind, run: Run, topic: str, size: int, partition
             return
         cpu = kind.cpu_seconds()
         with run.profile(kind, f"consume-{size}B-{partitions}p-rf{durability.replication_factor}"):
-            seconds = consume(kind.bootstrap, topic, partitions, count)
+            seconds = consume(kind.bootstrap, topic, partitions, count, plan.consumer_config)
         run.results.add(row["consume"], kind.name, count / seconds)
         run.results.add(row["cpu consume"], kind.name, (kind.cpu_seconds() - cpu) * 1e6 / count)
         if "group" in row:
-            run.results.add(row["group"], kind.name, count / consume_group(kind.bootstrap, topic, partitions, count))
+            run.results.add(row["group"], kind.name, count / consume_group(kind.bootstrap, topic, partitions, count,
+                                                                         config=plan.consumer_config))
     finally:
         kind.delete_topic(topic)
 
@@ -122,7 +124,7 @@ def java_rows(kind: BrokerKind, run: Run, topic: str, size: int, partitions: int
 
 
 def consume_group(bootstrap: str, topic: str, partitions: int, count: int, members: int = 4,
-                  timeout: float = 120.0) -> float:
+                  timeout: float = 120.0, config: Mapping[str, str] | None = None) -> float:
     """Seconds for a group of ``members`` consumers to read ``count`` messages from offset 0: the
     partitions stay paused until the group is stable (every member assigned), so no rebalance
     happens during the measurement, which runs from the first fetched batch to the last (librdkafka
@@ -138,7 +140,7 @@ def consume_group(bootstrap: str, topic: str, partitions: int, count: int, membe
     def member(i: int) -> None:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-group",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                             "fetch.max.bytes": 52_428_800})
+                             "fetch.max.bytes": 52_428_800, **(config or {})})
 
         def on_assign(c: Consumer, parts: list[TopicPartition]) -> None:
             c.assign(parts)
