@@ -162,11 +162,13 @@ def test_group_offsets_survive_the_coordinator_moving_between_kinds(mixed: Mixed
 
     # Leadership can only move to a replica in the ISR: wait until every replica of the new
     # offsets partitions has caught up, then stop the replicas of the group's offsets partition
-    # that come before the first one of the other kind.
+    # that come before the first one of the other kind, and the current leader (after an earlier
+    # test's restart it may lead from further down the assignment).
     wait_for_full_isr(mixed, "__consumer_offsets", int(MIXED_DEFAULTS["offsets.topic.num.partitions"]))
     replicas = _replicas(mixed, "__consumer_offsets", offsets_partition)
     other = next(r for r in replicas if mixed.kind(mixed.broker(r)) != mixed.kind(first))
-    stopped = [mixed.broker(r) for r in replicas[:replicas.index(other)] if mixed.broker(r).process is not None]
+    ahead = dict.fromkeys(replicas[:replicas.index(other)] + [first.broker_id])
+    stopped = [mixed.broker(r) for r in ahead if mixed.broker(r).process is not None]
     for broker in stopped:
         broker.stop()
     try:
