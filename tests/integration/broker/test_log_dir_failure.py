@@ -75,8 +75,10 @@ def _fetch(broker: BrokerProcess, topic: str, partition: int) -> Any:
 
 
 def _values(broker: BrokerProcess, topic: str, partition: int) -> list[bytes]:
-    data = _fetch(broker, topic, partition)
-    assert data.error_code == 0
+    """Every value of the partition, once it is served (after a restart the controller's
+    LeaderAndIsr can come a moment after the broker answers requests)."""
+    data = wait_for(lambda: (d := _fetch(broker, topic, partition)).error_code == 0 and d,
+                    f"{topic}-{partition} to be served", 30)
     buf = bytes(data.records)
     return [r.value for pos, _ in iter_log_entries(buf) for r in decode_entry_records(buf, pos)]
 
