@@ -241,37 +241,35 @@ class TransactionCoordinator:
         return metadata.producer_epoch == NO_PRODUCER_EPOCH or producer_id == metadata.producer_id or \
             (producer_id == metadata.last_producer_id and is_epoch_exhausted(producer_epoch))
 
-    def _transaction_of(self, transactional_id: str | None, producer_id: int) -> CoordinatorEpochAndTxnMetadata:
+    def _transaction_of(self, transactional_id: str | None, producer_id: int,
+                        producer_epoch: int | None = None) -> CoordinatorEpochAndTxnMetadata:
         """The transaction a producer's request is about, or KafkaApiError: INVALID_REQUEST without an id, the
-        coordinator's own errors, INVALID_PRODUCER_ID_MAPPING when the id is unknown or has another producer."""
+        coordinator's own errors, INVALID_PRODUCER_ID_MAPPING when the id is unknown or has another producer,
+        PRODUCER_FENCED when ``producer_epoch`` is given and is not the current one."""
         if not transactional_id:
             raise KafkaApiError(Errors.INVALID_REQUEST)
         found = self.state_manager.get_transaction_state(transactional_id)
         if found is None or found.transaction_metadata.producer_id != producer_id:
             raise KafkaApiError(Errors.INVALID_PRODUCER_ID_MAPPING)
+        if producer_epoch is not None and found.transaction_metadata.producer_epoch != producer_epoch:
+            raise KafkaApiError(Errors.PRODUCER_FENCED)
         return found
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------------------------------
     async def handle_add_partitions_to_transaction(self, transactional_id: str | None, producer_id: int,
                                                    producer_epoch: int, partitions: set[TopicPartition]) -> Errors:
         try:
-            found = self._transaction_of(transactional_id, producer_id)
+            found = self._transaction_of(transactional_id, producer_id, producer_epoch)
+            metadata = found.transaction_metadata
+            if _completing(metadata):
+                await _wait_for_completion(metadata)
+                # the coordinator may have moved, or the producer been fenced, meanwhile
+                found = self._transaction_of(transactional_id, producer_id, producer_epoch)
+                metadata = found.transaction_metadata
         except KafkaApiError as exc:
             return exc.error
-        metadata = found.transaction_metadata
-        if metadata.producer_epoch != producer_epoch:
-            return Errors.PRODUCER_FENCED
         if _completing(metadata):
-            await _wait_for_completion(metadata)
-            try:  # the coordinator may have moved, or the producer been fenced, meanwhile
-                found = self._transaction_of(transactional_id, producer_id)
-            except KafkaApiError as exc:
-                return exc.error
-            metadata = found.transaction_metadata
-            if metadata.producer_epoch != producer_epoch:
-                return Errors.PRODUCER_FENCED
-            if _completing(metadata):
-                return Errors.CONCURRENT_TRANSACTIONS
+            return Errors.CONCURRENT_TRANSACTIONS
         if metadata.state is S.ONGOING and partitions <= metadata.topic_partitions:
             return Errors.NONE  # already in the transaction: nothing to write
         transit = metadata.prepare_add_partitions(frozenset(partitions), now_ms())
@@ -283,12 +281,9 @@ class TransactionCoordinator:
         """KIP-890 part 1, asked by a partition leader before it accepts a transactional produce: is each
         partition in the transaction? Pending transitions are not checked (the append is the final check)."""
         try:
-            found = self._transaction_of(transactional_id, producer_id)
+            metadata = self._transaction_of(transactional_id, producer_id, producer_epoch).transaction_metadata
         except KafkaApiError as exc:
             return dict.fromkeys(partitions, exc.error)
-        metadata = found.transaction_metadata
-        if metadata.producer_epoch != producer_epoch:
-            return dict.fromkeys(partitions, Errors.PRODUCER_FENCED)
         if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return dict.fromkeys(partitions, Errors.CONCURRENT_TRANSACTIONS)
         return {tp: Errors.NONE if tp in metadata.topic_partitions else Errors.TRANSACTION_ABORTABLE
