@@ -128,11 +128,11 @@ class Partition:
         return self._apply_state(state, log)
 
     def leader_log(self) -> Log:
-        if not self.is_leader:
+        log = self.log  # is_leader, inlined: every produce and fetch partition asks
+        if log is None or self.leader_id != self.broker_id:
             raise KafkaApiError(Errors.NOT_LEADER_OR_FOLLOWER,
                                 f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}")
-        assert self.log is not None
-        return self.log
+        return log
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """A client's view of the leader epoch must match ours (KIP-320)."""
@@ -160,8 +160,10 @@ class Partition:
         return None
 
     def check_min_isr(self, required_acks: int) -> None:
+        if required_acks != -1:
+            return
         log = self.leader_log()
-        if required_acks == -1 and len(self.isr) < log.config.min_insync_replicas:
+        if len(self.isr) < log.config.min_insync_replicas:
             raise KafkaApiError(
                 Errors.NOT_ENOUGH_REPLICAS,
                 f"the size of the current ISR {self.isr} is insufficient to satisfy the min.isr requirement "
@@ -169,15 +171,15 @@ class Partition:
             )
 
     def maybe_increment_high_watermark(self) -> bool:
-        if not self.is_leader:
+        log = self.log
+        if log is None or self.leader_id != self.broker_id:
             return False
-        assert self.log is not None
-        offsets = [self.log.log_end_offset]
+        hw = log.log_end_offset
         for r in self.maximal_isr:
             if r != self.broker_id:
                 follower = self.followers.get(r)
-                offsets.append(follower.log_end_offset if follower is not None else -1)
-        return self.log.maybe_increment_high_watermark(min(offsets))
+                hw = min(hw, follower.log_end_offset if follower is not None else -1)
+        return log.maybe_increment_high_watermark(hw)
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> bool:
         """A follower fetched from ``fetch_offset``: it has everything below; True if the HW moved."""

@@ -15,17 +15,20 @@ from the topic's compression.type are recompressed, their inner offsets renumber
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Union
 
 from protocol.errors import Errors, KafkaApiError
 from protocol.exceptions import CorruptRecordError, UnsupportedCompressionError
-from protocol.records.batch import NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader, iter_batch_positions
+from protocol.records.batch import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, NO_TIMESTAMP, \
+    RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, BatchHeader, iter_batch_positions, read_batch_header
 from protocol.records.compression import CompressionType
 from protocol.records.conversion import recompress_batch, upconvert_to_v2
 from protocol.records.log_entry import LogEntryHeader, validate_log_entry
 from protocol.records.record import batch_record_data, decode_records, scan_records
 from storage.log_config import LONG_MAX, LogConfig
+from storage.log_validator import Batches
 
 Buffer = Union[bytearray, memoryview]
 
@@ -38,6 +41,7 @@ TOPIC_CODECS = {
 }
 ZSTD_MIN_PRODUCE_VERSION = 7
 MAX_LISTED_RECORD_ERRORS = 3  # Kafka's message lists the first three
+_LENGTH = struct.Struct(">i")
 
 
 class RecordValidationError(KafkaApiError):
@@ -53,24 +57,30 @@ class RecordValidationError(KafkaApiError):
 
 
 def _entries(records: Buffer) -> list[tuple[int, LogEntryHeader]]:
-    entries = []
-    end = 0
+    size = len(records)
     try:
-        for position, size in iter_batch_positions(records):
+        if size >= RECORD_BATCH_OVERHEAD and records[MAGIC_OFFSET] == 2 \
+                and _LENGTH.unpack_from(records, BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD == size:
+            return [(0, read_batch_header(records, 0, check_crc=True))]  # one v2 batch, as Produce v3+ carries
+        entries = []
+        end = 0
+        for position, length in iter_batch_positions(records):
             entries.append((position, validate_log_entry(records, position)))
-            end = position + size
+            end = position + length
     except CorruptRecordError as exc:
         raise RecordValidationError(Errors.CORRUPT_MESSAGE, str(exc)) from exc
-    if end != len(records):
+    if end != size:
         raise RecordValidationError(Errors.CORRUPT_MESSAGE,
-                                    f"{len(records) - end} trailing bytes after the last complete batch")
+                                    f"{size - end} trailing bytes after the last complete batch")
     return entries
 
 
-def validate_records(records: Buffer | None, produce_version: int, config: LogConfig, topic_partition: str) -> Buffer:
-    """The records to append (the request's own buffer when no rewrite is needed)."""
+def validate_records(records: Buffer | None, produce_version: int, config: LogConfig,
+                     topic_partition: str) -> tuple[Buffer, Batches | None]:
+    """The records to append (the request's own buffer when no rewrite is needed), framing and CRCs
+    checked, and their batches as parsed here (None for recompressed records), for the log's append."""
     if records is None or len(records) == 0:
-        return bytearray()
+        return bytearray(), []
     entries = _entries(records)
     target = TOPIC_CODECS.get(config.compression_type)  # None: keep the producer's codec
     if produce_version >= 3:
@@ -98,8 +108,8 @@ def validate_records(records: Buffer | None, produce_version: int, config: LogCo
         assert isinstance(header, BatchHeader)
         _check_records(records, position, header, config, target, topic_partition)
     if target is not None and any(h.compression != target for _, h in entries):
-        records = _recompress(records, entries, target)
-    return records
+        return _recompress(records, entries, target), None
+    return records, entries
 
 
 def _check_records(records: Buffer, position: int, header: BatchHeader, config: LogConfig,

@@ -36,6 +36,7 @@ from storage.file_records import FileRecords
 from storage.log import FetchIsolation, Log, LogAppendInfo
 from storage.log_files import FUTURE_DIR_SUFFIX, suffixed_dir_name
 from storage.log_manager import LogManager, parent_dir
+from storage.log_validator import Batches
 from storage.meta_properties import InconsistentMetadataError
 from storage.producer_state import SENTINEL_GUARD, AppendOrigin, VerificationGuard
 from storage.transaction_index import AbortedTxn
@@ -426,25 +427,38 @@ class ReplicaManager:
     async def append_to_leader(self, topic: str, partition_index: int, records: bytearray,
                                required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT,
                                verification_guard: VerificationGuard = SENTINEL_GUARD) -> LogAppendInfo:
-        """Append one partition's batches as leader.
+        """Append one partition's batches as leader (see ``append_to_partition``)."""
+        return await self.append_to_partition(self.leader_partition(topic, partition_index), records,
+                                              required_acks, origin, verification_guard)
+
+    async def append_to_partition(self, partition: Partition, records: bytearray, required_acks: int,
+                                  origin: AppendOrigin = AppendOrigin.CLIENT,
+                                  verification_guard: VerificationGuard = SENTINEL_GUARD,
+                                  parsed: Batches | None = None) -> LogAppendInfo:
+        """Append batches to a partition ``leader_partition`` just gave, as its leader.
 
         Callers hand over batches whose CRCs are checked or freshly computed (the produce
         handler's ``validate_records``, the coordinators' builders), so the log skips its
-        second CRC pass.
+        second CRC pass; ``parsed`` is what the produce handler's check parsed (see
+        ``Log.append_as_leader``).
         """
-        partition = self.leader_partition(topic, partition_index)
-        partition.check_min_isr(required_acks)
         tp_log = partition.leader_log()
-        append = functools.partial(tp_log.append_as_leader, records, partition.leader_epoch, origin, validated=True,
-                                   verification_guard=verification_guard)
+        partition.check_min_isr(required_acks)
         # A page-cache write takes microseconds: a thread hop would cost more, and the GIL handed
         # back and forth between the loop and a pool thread stalls the loop (py-spy: half its time
         # in sendmsg waiting for the GIL at 10,000 produce requests/s). Rolls and fsyncs go to the pool.
-        info = append() if tp_log.append_is_quick(len(records)) else await self.run_blocking(append)
+        epoch = partition.leader_epoch
+        info = tp_log.try_append_as_leader(records, epoch, origin, validated=True, parsed=parsed,
+                                           verification_guard=verification_guard)
+        if info is None:
+            info = await self.run_blocking(functools.partial(
+                tp_log.append_as_leader, records, epoch, origin, validated=True, parsed=parsed,
+                verification_guard=verification_guard))
+        topic = partition.topic
         self.topic_stats.mark_appended(topic, len(records), info.num_records)
         partition.maybe_increment_high_watermark()
         # Appends move the log end (replica fetches) and, with an ISR of one, the HW (consumers).
-        self.complete_delayed_requests((topic, partition_index))
+        self.complete_delayed_requests((topic, partition.partition))
         return info
 
     async def append_and_wait(self, topic: str, partition_index: int, records: bytearray, timeout_ms: int,

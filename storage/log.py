@@ -233,10 +233,7 @@ class Log:
         """Set the high watermark, clamped to [log start, log end]; returns the value set."""
         with self._lock:
             self._check_not_moved()
-            hw = min(max(offset, self._log_start_offset), self._next_offset)
-            self._high_watermark = hw
-            self.producers.on_high_watermark_updated(hw)
-            return hw
+            return self._set_high_watermark(offset)
 
     @follows_move
     def maybe_increment_high_watermark(self, offset: int) -> bool:
@@ -244,71 +241,92 @@ class Log:
             self._check_not_moved()
             if offset <= self._high_watermark:
                 return False
-            self.update_high_watermark(offset)
+            self._set_high_watermark(offset)
             return True
+
+    def _set_high_watermark(self, offset: int) -> int:
+        hw = min(max(offset, self._log_start_offset), self._next_offset)
+        self._high_watermark = hw
+        self.producers.on_high_watermark_updated(hw)
+        return hw
 
     # --- appends --------------------------------------------------------------------------
     def append_as_leader(
         self, records: bytearray | memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT,
-        now: int | None = None, *, validated: bool = False, verification_guard: VerificationGuard = SENTINEL_GUARD,
+        now: int | None = None, *, validated: bool = False, parsed: Batches | None = None,
+        verification_guard: VerificationGuard = SENTINEL_GUARD,
     ) -> LogAppendInfo:
         """Validate, assign offsets in place (``records`` must be writable) and append.
 
         ``validated=True`` skips the CRC check, for callers that already checked every batch's
         CRC on the produce path (each batch must be CRC-checked exactly once before it is
-        written); framing and all other checks still run. ``verification_guard`` is the one
+        written); framing and all other checks still run. ``parsed``: the batches such a caller
+        parsed doing so (framing checked), not parsed again. ``verification_guard`` is the one
         ``maybe_start_transaction_verification`` gave for this append's transactional batch.
-        The produce hot path: ``follows_move`` and ``reports_io_errors`` are spelled out here
-        rather than wrapped around it, two call frames fewer per append.
         """
+        info = self._leader_append(records, leader_epoch, origin, now, validated, parsed, verification_guard, True)
+        assert info is not None
+        return info
+
+    def try_append_as_leader(
+        self, records: bytearray | memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+        *, validated: bool = False, parsed: Batches | None = None,
+        verification_guard: VerificationGuard = SENTINEL_GUARD,
+    ) -> LogAppendInfo | None:
+        """``append_as_leader`` for the event loop: only an append that is a plain page-cache write
+        happens (the lock is free, no segment roll, which fsyncs, no ``flush.messages`` fsync due);
+        otherwise None, nothing changed, and the caller appends from a thread that may block."""
+        return self._leader_append(records, leader_epoch, origin, None, validated, parsed, verification_guard, False)
+
+    def _leader_append(
+        self, records: bytearray | memoryview, leader_epoch: int, origin: AppendOrigin, now: int | None,
+        validated: bool, parsed: Batches | None, verification_guard: VerificationGuard, blocking: bool,
+    ) -> LogAppendInfo | None:
+        # The produce hot path: ``follows_move`` and ``reports_io_errors`` spelled out, two call frames fewer.
         try:
-            return self._append(records, origin, leader_epoch, True, now, not validated, verification_guard)
+            return self._append(records, origin, leader_epoch, True, now, not validated, verification_guard, blocking,
+                                parsed)
         except LogMovedError:
             assert self.moved_to is not None
-            return self.moved_to.append_as_leader(
-                records, leader_epoch, origin, now, validated=validated, verification_guard=verification_guard
-            )
+            return self.moved_to._leader_append(records, leader_epoch, origin, now, validated, parsed,
+                                                verification_guard, blocking)
         except OSError as exc:
             raise storage_error(self, "append_as_leader", exc) from exc
-
-    def append_is_quick(self, size: int) -> bool:
-        """Whether an append of ``size`` bytes is a plain page-cache write that the caller may run
-        on its own (event loop) thread: nobody holds the lock, no segment roll (which fsyncs the
-        old segment) and no ``flush.messages`` fsync can be due. Errs towards False: record
-        timestamps and counts are not known before validation (``size`` bounds the count)."""
-        if not self._lock.acquire(blocking=False):
-            return False
-        try:
-            if self.moved_to is not None or self._next_offset + size - self._recovery_point >= self.config.flush_messages:
-                return False
-            current = now_ms()
-            return not self.segments.active.should_roll(self.config.segment_bytes, self.config.segment_ms, size,
-                                                        current, self._next_offset + size, current)
-        finally:
-            self._lock.release()
 
     @follows_move
     @reports_io_errors
     def append_as_follower(self, records: Buffer, now: int | None = None) -> LogAppendInfo:
         """Append batches fetched from the leader as they are (offsets already assigned)."""
-        return self._append(records, AppendOrigin.REPLICATION, -1, False, now, True)
+        info = self._append(records, AppendOrigin.REPLICATION, -1, False, now, True, SENTINEL_GUARD, True)
+        assert info is not None
+        return info
+
+    @follows_move
+    @reports_io_errors
+    def try_append_as_follower(self, records: Buffer) -> LogAppendInfo | None:
+        """``append_as_follower`` for the event loop, as ``try_append_as_leader``."""
+        return self._append(records, AppendOrigin.REPLICATION, -1, False, None, True, SENTINEL_GUARD, False)
 
     def _append(
         self, records: Buffer, origin: AppendOrigin, leader_epoch: int, assign_offsets: bool, now: int | None,
-        check_crc: bool, verification_guard: VerificationGuard = SENTINEL_GUARD,
-    ) -> LogAppendInfo:
-        # The hot path: everything below is per batch (most appends carry one) or per append.
+        check_crc: bool, verification_guard: VerificationGuard, blocking: bool, parsed: Batches | None = None,
+    ) -> LogAppendInfo | None:
+        """The append; with ``blocking=False`` None instead of waiting for the lock, rolling or fsyncing.
+        The hot path: everything below is per batch (most appends carry one) or per append."""
         config = self.config
         size = len(records)
         batches, num_records, max_ts, max_ts_batch, has_producer_ids = analyze_and_validate_records(
-            records, self.topic_partition, config.max_message_bytes, origin, assign_offsets, check_crc
+            records, self.topic_partition, config.max_message_bytes, origin, assign_offsets, check_crc, parsed
         )
         if size > config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"message batch size is {size} bytes in append to {self.topic_partition}, "
                 f"which exceeds the maximum configured segment size of {config.segment_bytes}"
             )
-        with self._lock:
+        lock = self._lock
+        if not lock.acquire(blocking):
+            return None
+        try:
             if self.moved_to is not None:  # _check_not_moved, inlined
                 raise LogMovedError(self.topic_partition)
             if not batches:
@@ -319,12 +337,21 @@ class Log:
                 if config.log_append_time:
                     append_time = now = now_ms() if now is None else now
                     max_ts, max_ts_batch = append_time, 0  # every batch gets it: the first one has it first
-                next_offset = assign_offsets_and_epoch(records, batches, first_offset, leader_epoch, append_time)
+                next_offset = first_offset
+                for _, header in batches:
+                    next_offset += header.last_offset_delta + 1  # type: ignore[union-attr]
             else:
                 first = batches[0][1]
                 first_offset = first.base_offset if first.magic >= 2 else first.last_offset
                 next_offset = check_follower_offsets(batches, self._next_offset, self.topic_partition)
             last_offset = next_offset - 1
+            segment = self.segments.active
+            roll = segment.should_roll(config.segment_bytes, config.segment_ms, size, max_ts, last_offset, now)
+            flush = next_offset - self._recovery_point >= config.flush_messages
+            if not blocking and (roll or flush):
+                return None  # nothing changed yet: the caller appends again where it may block
+            if assign_offsets:
+                assign_offsets_and_epoch(records, batches, first_offset, leader_epoch, append_time)
             max_ts_offset = batches[max_ts_batch][1].last_offset if max_ts_batch >= 0 else -1
             producers = self.producers
             completed: list[CompletedTxn] = []
@@ -336,9 +363,9 @@ class Log:
                         duplicate.first_offset, duplicate.last_offset, max_ts, max_ts_offset, duplicate.timestamp,
                         self._log_start_offset, size, len(batches), num_records, duplicate=True,
                     )
-            segment = self.segments.active
-            if segment.should_roll(config.segment_bytes, config.segment_ms, size, max_ts, last_offset, now):
+            if roll:  # its fsync of the old segment moves the recovery point
                 segment = self._roll_for_append(segment, first_offset)
+                flush = next_offset - self._recovery_point >= config.flush_messages
             segment.append(last_offset, max_ts, records, batches)
             self._next_offset = next_offset
             if assign_offsets:  # one epoch for every batch: only the first can start it
@@ -353,12 +380,14 @@ class Log:
                     segment.update_txn_index(txn, producers.last_stable_offset(txn))
                     producers.complete_txn(txn)
             producers.map_end_offset = next_offset
-            if next_offset - self._recovery_point >= config.flush_messages:
+            if flush:
                 self.flush()
             return LogAppendInfo(
                 first_offset, last_offset, max_ts, max_ts_offset, append_time, self._log_start_offset,
                 size, len(batches), num_records, completed_txns=completed,
             )
+        finally:
+            lock.release()
 
     @follows_move
     def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:

@@ -10,6 +10,7 @@ takes the log's lock or touches files: the Log calls these under its lock.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from protocol.exceptions import CorruptRecordError
@@ -69,40 +70,24 @@ class LogAppendInfo:
 
 def analyze_and_validate_records(
     records: Buffer, topic_partition: str, max_message_bytes: int, origin: AppendOrigin,
-    assign_offsets: bool, check_crc: bool = True,
+    assign_offsets: bool, check_crc: bool = True, parsed: Batches | None = None,
 ) -> ValidatedRecords:
     """Every batch of ``records`` with its header, and the append's tally (see ValidatedRecords);
     raises before anything is written.
 
-    ``check_crc=False`` is only for bytes whose CRCs the caller has already checked.
+    ``check_crc=False`` is only for bytes whose CRCs the caller has already checked; ``parsed``
+    is the batches such a caller found while checking them (framing and CRC), not parsed again.
     """
     batches: Batches = []
     num_records, max_ts, max_ts_batch, has_producer_ids = 0, NO_TIMESTAMP, -1, False
-    end = len(records)
-    position = 0
-    parse_any = validate_log_entry if check_crc else read_log_entry
     from_client = origin is _CLIENT
-    entry_length = _ENTRY_LENGTH.unpack_from
-    while end - position >= LOG_OVERHEAD:
-        (length,) = entry_length(records, position + BATCH_LENGTH_OFFSET)
-        size = length + LOG_OVERHEAD
-        if length < 0:
-            raise CorruptRecordStorageError(
-                f"append to {topic_partition}: log entry at position {position} has negative size {length}"
-            )
-        if position + size > end:
-            break
-        v2 = size > MAGIC_OFFSET and records[position + MAGIC_OFFSET] == 2
-        try:
-            header = read_batch_header(records, position, check_crc=check_crc) if v2 else parse_any(records, position)
-        except CorruptRecordError as exc:
-            raise CorruptRecordStorageError(f"append to {topic_partition}: {exc}") from exc
-        if size > max_message_bytes:
+    for position, header in (parsed if parsed is not None else _parse(records, topic_partition, check_crc)):
+        if header.size > max_message_bytes:
             raise RecordTooLargeError(
-                f"batch of {size} bytes at position {position} exceeds max.message.bytes "
+                f"batch of {header.size} bytes at position {position} exceeds max.message.bytes "
                 f"{max_message_bytes} of {topic_partition}"
             )
-        if not v2:
+        if header.magic != 2:
             if assign_offsets:
                 raise InvalidRecordError(
                     f"leader appends to {topic_partition} take magic 2 batches; convert magic {header.magic} first"
@@ -121,17 +106,40 @@ def analyze_and_validate_records(
         if header.producer_id >= 0:
             has_producer_ids = True
         batches.append((position, header))
+    return batches, num_records, max_ts, max_ts_batch, has_producer_ids
+
+
+def _parse(records: Buffer, topic_partition: str, check_crc: bool) -> Iterator[tuple[int, LogEntryHeader]]:
+    """Each log entry's position and header: framing checked (a partial tail is refused), CRC too if asked."""
+    end = len(records)
+    position = 0
+    parse_any = validate_log_entry if check_crc else read_log_entry
+    entry_length = _ENTRY_LENGTH.unpack_from
+    while end - position >= LOG_OVERHEAD:
+        (length,) = entry_length(records, position + BATCH_LENGTH_OFFSET)
+        size = length + LOG_OVERHEAD
+        if length < 0:
+            raise CorruptRecordStorageError(
+                f"append to {topic_partition}: log entry at position {position} has negative size {length}"
+            )
+        if position + size > end:
+            break
+        v2 = size > MAGIC_OFFSET and records[position + MAGIC_OFFSET] == 2
+        try:
+            yield position, (read_batch_header(records, position, check_crc=check_crc) if v2
+                             else parse_any(records, position))
+        except CorruptRecordError as exc:
+            raise CorruptRecordStorageError(f"append to {topic_partition}: {exc}") from exc
         position += size
     if position != end:
         raise CorruptRecordStorageError(f"append to {topic_partition} ends with {end - position} bytes of a partial batch")
-    return batches, num_records, max_ts, max_ts_batch, has_producer_ids
 
 
 def assign_offsets_and_epoch(
     records: Buffer, batches: Batches, first_offset: int, leader_epoch: int, log_append_time: int
-) -> int:
+) -> None:
     """Stamp offsets from ``first_offset``, the leader epoch and (unless NO_TIMESTAMP) the
-    LogAppendTime into the magic 2 batches, in place; the headers follow. Returns the next offset."""
+    LogAppendTime into the magic 2 batches, in place; the headers follow."""
     offset = first_offset
     pack_leading_fields = _OFFSET_LENGTH_EPOCH.pack_into
     for position, header in batches:
@@ -144,7 +152,6 @@ def assign_offsets_and_epoch(
             set_log_append_time(records, position, log_append_time)  # type: ignore[arg-type]
             header.max_timestamp = log_append_time
         offset += header.last_offset_delta + 1  # type: ignore[union-attr]
-    return offset
 
 
 def check_follower_offsets(batches: Batches, expected: int, topic_partition: str) -> int:

@@ -142,12 +142,12 @@ async def _append_partition(services: BrokerServices, topic: str, index: int, re
         partition = replica_manager.leader_partition(topic, index)
         tp_log = partition.leader_log()
         log_start_offset = tp_log.log_start_offset
-        to_append = validate_records(records, version, tp_log.config, f"{topic}-{index}")
+        to_append, parsed = validate_records(records, version, tp_log.config, f"{topic}-{index}")
         if len(to_append) == 0:
             return PartitionResponse(index=index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                                      log_start_offset=tp_log.log_start_offset), -1
-        info = await replica_manager.append_to_leader(topic, index, to_append, acks,
-                                                      verification_guard=verification_guard)
+        info = await replica_manager.append_to_partition(partition, to_append, acks,
+                                                         verification_guard=verification_guard, parsed=parsed)
     except RecordValidationError as exc:
         log.info("Produce to %s-%d refused (%s): %s", topic, index, exc.error.name, exc.message)
         _count_failure(services, topic, exc.error, records)

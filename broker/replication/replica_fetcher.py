@@ -346,9 +346,8 @@ class ReplicaFetcher:
             records = data.records
             if records is not None and len(records):
                 try:
-                    if tp_log.append_is_quick(len(records)):  # as the leader's appends (ReplicaManager)
-                        tp_log.append_as_follower(records)
-                    else:
+                    # On the loop unless it rolls or fsyncs, as the leader's appends (ReplicaManager).
+                    if tp_log.try_append_as_follower(records) is None:
                         await self.run_blocking(tp_log.append_as_follower, records)
                 except (StorageError, ProtocolError) as exc:
                     log.error("[%s] Cannot append the leader's data to %s-%d at offset %d: %s", self.name, *tp,

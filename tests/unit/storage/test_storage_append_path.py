@@ -8,6 +8,7 @@ import pytest
 
 from protocol.records.batch import set_base_offset, set_partition_leader_epoch
 from storage.errors import RecordBatchTooLargeError
+from storage.log import Log
 from storage_test_helpers import batch, config, offsets_in, open_log, read_all
 
 
@@ -63,22 +64,40 @@ def test_index_entries_follow_index_interval_bytes_with_a_repeated_timestamp(tmp
     assert offsets_in(read_all(log)) == list(range(12))
 
 
-def test_append_is_quick_only_when_no_roll_flush_or_lock_holder_can_make_it_block(tmp_path: Path) -> None:
+def test_try_append_only_appends_what_cannot_block_and_changes_nothing_otherwise(tmp_path: Path) -> None:
     import threading
     import time
 
-    now = int(time.time() * 1000)  # time-based rolls are judged by the clock (timestamps are not read yet)
+    now = int(time.time() * 1000)
     quick = open_log(tmp_path / "quick-0")
     quick.append_as_leader(batch(2, timestamp=now), leader_epoch=0)
-    assert quick.append_is_quick(len(batch(2)))
+    info = quick.try_append_as_leader(batch(2, timestamp=now), leader_epoch=0)
+    assert info is not None and (info.first_offset, info.last_offset) == (2, 3)
+
+    def refused(log: Log, records: bytearray) -> None:
+        """Nothing written and the records untouched: the blocking append afterwards takes them as they are."""
+        end, size, before = log.log_end_offset, log.size, bytes(records)
+        assert log.try_append_as_leader(records, leader_epoch=0) is None
+        assert (log.log_end_offset, log.size, bytes(records)) == (end, size, before)
+        log.append_as_leader(records, leader_epoch=0)
+        assert log.log_end_offset == end + 1
+
     rolling = open_log(tmp_path / "roll-0", config(segment_bytes=2_000))
     rolling.append_as_leader(batch(2, value_size=600, timestamp=now), leader_epoch=0)
-    assert rolling.append_is_quick(100) and not rolling.append_is_quick(1_000)  # the second would roll
+    refused(rolling, batch(1, value_size=900, timestamp=now))  # would roll (and fsync the old segment)
+    assert len(rolling.segments) == 2
     aged = open_log(tmp_path / "aged-0", config(segment_ms=1))
     aged.append_as_leader(batch(1, timestamp=now - 60_000), leader_epoch=0)
-    assert not aged.append_is_quick(100)  # segment.ms has passed since its first batch
-    flushing = open_log(tmp_path / "flush-0", config(flush_messages=10))
-    assert not flushing.append_is_quick(100)  # up to 100 records could reach flush.messages
+    refused(aged, batch(1, timestamp=now))  # segment.ms has passed since its first batch
+    flushing = open_log(tmp_path / "flush-0", config(flush_messages=3))
+    flushing.append_as_leader(batch(2, timestamp=now), leader_epoch=0)
+    refused(flushing, batch(1, timestamp=now))  # the third message is due an fsync
+    assert flushing.recovery_point == 3
+    follower = open_log(tmp_path / "follower-0", config(flush_messages=3))
+    assert follower.try_append_as_follower(_stamped(batch(2, timestamp=now), 0, 0)) is not None
+    assert follower.try_append_as_follower(_stamped(batch(1, timestamp=now), 2, 0)) is None
+    assert follower.log_end_offset == 2
+
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -89,11 +108,11 @@ def test_append_is_quick_only_when_no_roll_flush_or_lock_holder_can_make_it_bloc
     holder.start()
     held.wait(5)
     try:
-        assert not quick.append_is_quick(100)  # a cleaner swap or flush holds the log
+        assert quick.try_append_as_leader(batch(1, timestamp=now), leader_epoch=0) is None  # a swap or flush holds it
     finally:
         release.set()
         holder.join()
-    assert quick.append_is_quick(100)
+    assert quick.try_append_as_leader(batch(1, timestamp=now), leader_epoch=0) is not None
 
 
 def test_append_tally_names_the_first_batch_with_the_max_timestamp(tmp_path: Path) -> None:
