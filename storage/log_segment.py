@@ -27,6 +27,8 @@ from storage.producer_state import AppendOrigin, CompletedTxn, ProducerStateMana
 from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from storage.transaction_index import AbortedTxn, TransactionIndex
 
+MAX_READ_STARTS = 64  # read positions a segment remembers (one per reader going on where it stopped)
+
 log = logging.getLogger(__name__)
 
 
@@ -58,6 +60,11 @@ class LogSegment:
         self._verified: list[tuple[int, int]] = []
         self.corrupt_position: int | None = None
         self._max_ts: TimestampOffset | None = None  # loaded lazily from the time index
+        # Where appends and reads ended, so that the next sequential read (a follower, or a consumer
+        # going on from its last fetch) needs neither the index nor a header scan to find its start:
+        # offset -> position of the first batch whose last offset reaches it. Truncation clears it.
+        self._read_starts: dict[int, int] = {}
+        self._appended_end = (-1, -1)  # (file size, next offset) right after the last append
 
     @classmethod
     def open(
@@ -138,6 +145,8 @@ class LogSegment:
             self._ensure_offset_in_range(largest_offset)  # raises
         log_file.append(buf)
         end = start + size
+        self._appended_end = (end, largest_offset + 1)
+        self._remember_start(largest_offset + 1, end)
         verified = self._verified
         if verified and verified[-1][1] == start:  # appends grow the last verified range
             verified[-1] = (verified[-1][0], end)
@@ -218,14 +227,25 @@ class LogSegment:
         or last stable offset) or that would pass ``max_size`` (unless it is the first and
         ``min_one_message``).
         """
-        found = self.translate_offset(start_offset)
+        log_size = self.log.size
+        start = self._read_starts.get(start_offset, -1)
+        if 0 <= start <= log_size:  # where an earlier read or append ended
+            found = next(self.log.entries(start), None) if start < log_size else None
+        else:
+            found = self.translate_offset(start_offset)
         if found is None:
             return None
         start, first = found
         end, end_offset = start, (first.base_offset if first.magic >= 2 else start_offset)
-        scan_from = self._index_jump(start, max_size, max_offset)
-        if scan_from > start:
-            end, end_offset = scan_from, None  # whole batches up to an indexed batch start, unscanned
+        appended_size, appended_next = self._appended_end
+        if (appended_size == log_size and start < log_size and log_size - start <= max_size
+                and (max_offset is None or appended_next <= max_offset)):
+            scan_from = log_size  # the rest of an appended-to segment: every batch fits, none to scan
+            end, end_offset = log_size, appended_next
+        else:
+            scan_from = self._index_jump(start, max_size, max_offset)
+            if scan_from > start:
+                end, end_offset = scan_from, None  # whole batches up to an indexed batch start, unscanned
         try:
             for position, header in self.log.entries(scan_from):
                 if end_offset is None:
@@ -244,7 +264,16 @@ class LogSegment:
             end_offset = self.read_next_offset()
         if self._first_unverified(start, end) < end:
             end, end_offset = self._verify(start, end, end_offset)
+        if end > start:
+            self._remember_start(end_offset, end)
         return start, self.log.slice(start, end - start), end_offset
+
+    def _remember_start(self, offset: int, position: int) -> None:
+        """``offset`` is at ``position``: the batch there (if any) is the first whose last offset reaches it."""
+        starts = self._read_starts
+        starts[offset] = position
+        if len(starts) > MAX_READ_STARTS:
+            del starts[next(iter(starts))]  # the oldest
 
     def _index_jump(self, start: int, max_size: int, max_offset: int | None) -> int:
         """The last indexed batch start within ``max_size`` of ``start`` whose predecessors all lie
@@ -392,6 +421,7 @@ class LogSegment:
         self.txn_index.truncate_to(offset)
         self.resize_indexes(self.max_index_size)
         removed = 0 if mapping is None else self.log.truncate_to(mapping[0])
+        self._read_starts.clear()
         self._verified = [(lo, min(hi, self.size)) for lo, hi in self._verified if lo < self.size]
         if self.size == 0:
             self.created_ms = now_ms()
@@ -439,6 +469,7 @@ class LogSegment:
             log.warning("found invalid data in log segment %s at byte position %d: %s", self.log.path, valid_bytes, exc)
         truncated = self.size - valid_bytes
         self._verified = [(0, valid_bytes)]
+        self._read_starts.clear()
         if truncated > 0:
             log.warning("truncating %s to %d bytes (%d invalid bytes removed)", self.log.path, valid_bytes, truncated)
             self.log.truncate_to(valid_bytes)

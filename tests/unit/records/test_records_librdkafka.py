@@ -129,7 +129,9 @@ def test_librdkafka_v2_batches_for_every_codec(codec: CompressionType) -> None:
     messages = _messages()
     raw = _produce({"compression.type": codec.name.lower()}, messages)
     headers, records = _decode_all(raw)
-    assert {h.magic for h in headers} == {2} and {h.compression for h in headers} == {codec}
+    # librdkafka sends a batch uncompressed when compressing does not make it smaller, as can happen
+    # to a batch of a few records split off on a loaded machine (seen under xdist: {NONE, SNAPPY}).
+    assert {h.magic for h in headers} == {2} and codec in {h.compression for h in headers} <= {codec, CompressionType.NONE}
     _check_records(records, messages)
     for target in CompressionType:  # and our recompression of librdkafka's bytes
         again = recompress_batch(raw, 0, target)
