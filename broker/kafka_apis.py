@@ -34,14 +34,12 @@ class KafkaApis:
         self.server = server
 
     async def __call__(self, request: Request) -> Response | None:
-        try:
-            api_key = ApiKey(request.api_key)
-            handler = HANDLERS[api_key]
-        except (ValueError, KeyError):
+        handler = HANDLERS.get(request.api_key)  # keyed by ApiKey, an IntEnum: the int finds it
+        if handler is None:
             log.warning("Closing connection %s: no handler for api key %d", request.connection_id, request.api_key)
             return Response.close(request)
         try:
-            if api_key is not ApiKey.API_VERSIONS:  # it answers versions and bodies it cannot read itself
+            if request.api_key != ApiKey.API_VERSIONS:  # it answers versions and bodies it cannot read itself
                 request.body()
         except ProtocolError as exc:
             log.warning("Closing connection %s: cannot parse the body of %r: %s", request.connection_id,

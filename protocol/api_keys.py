@@ -169,9 +169,21 @@ def response_header_version(api_key: int, version: int) -> int:
     return 1 if version >= _flexible_min(api_key) else 0
 
 
+_REQUEST_CLASSES: dict[int, type[Message]] = {}
+_RESPONSE_CLASSES: dict[int, type[Message]] = {}
+
+
 def request_class(api_key: int) -> type[Message]:
-    return message_class(API_SPECS[ApiKey(api_key)].name + "Request")
+    """The request message class of an API key (raises ValueError for an unknown key); every
+    request asks, so each is looked up once."""
+    cls = _REQUEST_CLASSES.get(api_key)
+    if cls is None:
+        cls = _REQUEST_CLASSES[api_key] = message_class(API_SPECS[ApiKey(api_key)].name + "Request")
+    return cls
 
 
 def response_class(api_key: int) -> type[Message]:
-    return message_class(API_SPECS[ApiKey(api_key)].name + "Response")
+    cls = _RESPONSE_CLASSES.get(api_key)
+    if cls is None:
+        cls = _RESPONSE_CLASSES[api_key] = message_class(API_SPECS[ApiKey(api_key)].name + "Response")
+    return cls
