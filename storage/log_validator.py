@@ -10,7 +10,6 @@ takes the log's lock or touches files: the Log calls these under its lock.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from protocol.exceptions import CorruptRecordError
@@ -73,16 +72,16 @@ def analyze_and_validate_records(
     assign_offsets: bool, check_crc: bool = True, parsed: Batches | None = None,
 ) -> ValidatedRecords:
     """Every batch of ``records`` with its header, and the append's tally (see ValidatedRecords);
-    raises before anything is written.
+    raises before anything is written (framing and CRC errors of any batch before the other checks).
 
     ``check_crc=False`` is only for bytes whose CRCs the caller has already checked; ``parsed``
     is the batches such a caller found while checking them (framing and CRC), not parsed again.
     """
-    batches: Batches = []
+    batches = _parse(records, topic_partition, check_crc) if parsed is None else parsed
     num_records, max_ts, max_ts_batch, has_producer_ids = 0, NO_TIMESTAMP, -1, False
     from_client = origin is _CLIENT
-    for position, header in (parsed if parsed is not None else _parse(records, topic_partition, check_crc)):
-        if header.size > max_message_bytes:
+    for index, (position, header) in enumerate(batches):
+        if header.batch_length + LOG_OVERHEAD > max_message_bytes:  # its size (a slot read, not the property)
             raise RecordTooLargeError(
                 f"batch of {header.size} bytes at position {position} exceeds max.message.bytes "
                 f"{max_message_bytes} of {topic_partition}"
@@ -102,15 +101,15 @@ def analyze_and_validate_records(
                 raise InvalidRecordError(f"clients may not append control batches to {topic_partition}")
         num_records += header.record_count
         if header.max_timestamp > max_ts:
-            max_ts, max_ts_batch = header.max_timestamp, len(batches)
+            max_ts, max_ts_batch = header.max_timestamp, index
         if header.producer_id >= 0:
             has_producer_ids = True
-        batches.append((position, header))
     return batches, num_records, max_ts, max_ts_batch, has_producer_ids
 
 
-def _parse(records: Buffer, topic_partition: str, check_crc: bool) -> Iterator[tuple[int, LogEntryHeader]]:
+def _parse(records: Buffer, topic_partition: str, check_crc: bool) -> Batches:
     """Each log entry's position and header: framing checked (a partial tail is refused), CRC too if asked."""
+    batches: Batches = []
     end = len(records)
     position = 0
     parse_any = validate_log_entry if check_crc else read_log_entry
@@ -126,13 +125,14 @@ def _parse(records: Buffer, topic_partition: str, check_crc: bool) -> Iterator[t
             break
         v2 = size > MAGIC_OFFSET and records[position + MAGIC_OFFSET] == 2
         try:
-            yield position, (read_batch_header(records, position, check_crc=check_crc) if v2
-                             else parse_any(records, position))
+            batches.append((position, read_batch_header(records, position, check_crc=check_crc) if v2
+                            else parse_any(records, position)))
         except CorruptRecordError as exc:
             raise CorruptRecordStorageError(f"append to {topic_partition}: {exc}") from exc
         position += size
     if position != end:
         raise CorruptRecordStorageError(f"append to {topic_partition} ends with {end - position} bytes of a partial batch")
+    return batches
 
 
 def assign_offsets_and_epoch(
