@@ -115,6 +115,35 @@ def test_file_slices_are_sent_with_sendfile(network_server, data_file, monkeypat
             source.close()
 
 
+def test_small_file_slices_go_out_with_the_frame_not_by_sendfile(network_server, data_file, monkeypatch):
+    """A fetch of a few batches (a follower's, a caught-up consumer's) is one write, not three."""
+    path, data = data_file
+    sendfiles, sendmsgs = [], []
+    real_sendfile, real_send_buffers = os.sendfile, transport_layer.PlaintextTransportLayer.send_buffers
+    monkeypatch.setattr(transport_layer.os, "sendfile", lambda *args: sendfiles.append(args) or real_sendfile(*args))
+
+    def counting_send_buffers(self, buffers):
+        sendmsgs.append(len(buffers))
+        return real_send_buffers(self, buffers)
+    monkeypatch.setattr(transport_layer.PlaintextTransportLayer, "send_buffers", counting_send_buffers)
+    slices = {0: (7, 300), 1: (4_000, 16 * 1024)}  # both at most SMALL_FILE_SLICE_BYTES
+    opened = []
+
+    def make_records(partition: int) -> FileSlice:
+        opened.append(FileSlice(path, *slices[partition]))
+        return opened[-1]
+
+    server = network_server(fetch_handler(make_records))
+    try:
+        response = fetch(server.connect(), 3)
+        assert [bytes(p.records) for p in response.responses[0].partitions] == \
+            [data[position:position + length] for position, length in slices.values()]
+        assert sendfiles == [] and len(sendmsgs) == 1
+    finally:
+        for source in opened:
+            source.close()
+
+
 def test_storage_file_records_slice_is_sent_zero_copy(network_server, data_file):
     file_records = pytest.importorskip("storage.file_records", reason="storage.file_records not available")
     path, data = data_file
