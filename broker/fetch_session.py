@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from protocol.errors import Errors
+from protocol.schema import ZERO_UUID
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -50,7 +51,7 @@ class CachedPartition:
         self.current_leader_epoch = other.current_leader_epoch
         self.log_start_offset = other.log_start_offset
         self.last_fetched_epoch = other.last_fetched_epoch
-        if other.topic_id != uuid.UUID(int=0):
+        if other.topic_id != ZERO_UUID:
             self.topic_id = other.topic_id
 
     def must_respond(self, error: int, has_records: bool, high_watermark: int, last_stable_offset: int,

@@ -41,8 +41,17 @@ _BUFFER_TYPES = frozenset({bytes, bytearray, memoryview})
 _ZERO_UUID_BYTES = bytes(16)
 
 
+_UUIDS: dict[bytes, uuid.UUID] = {}  # topic ids decoded so far: few, and in every fetch
+_MAX_CACHED_UUIDS = 65_536
+
+
 def _uuid(raw: bytes) -> uuid.UUID:
-    return ZERO_UUID if raw == _ZERO_UUID_BYTES else uuid.UUID(bytes=raw)
+    found = _UUIDS.get(raw)
+    if found is None:
+        if len(_UUIDS) >= _MAX_CACHED_UUIDS:  # ids that are not topics' (random input): start over
+            _UUIDS.clear()
+        found = _UUIDS[raw] = ZERO_UUID if raw == _ZERO_UUID_BYTES else uuid.UUID(bytes=raw)
+    return found
 
 
 # Names the generated codec source may refer to.
