@@ -41,7 +41,7 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.broker_bench import latency, produce  # noqa: E402
+from bench.broker_bench import broker_cpu_seconds, latency, produce  # noqa: E402
 from tests.harness.broker import TEST_DEFAULTS, BrokerCluster, BrokerProcess  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 
@@ -327,12 +327,15 @@ def print_latency(cluster: BrokerCluster, rate: float, seconds: float) -> None:
     count = int(rate * seconds)
     print(f"\nproduce latency, {count:,} messages of 100 B at {rate:,.0f} msg/s, linger.ms=0, "
           f"after one warm-up message:")
-    print(f"{'test':<44}{'p50 ms':>12}{'p99 ms':>10}")
+    print(f"{'test':<44}{'p50 ms':>12}{'p99 ms':>10}  broker CPU µs per message, highest (the leader's) first")
     for label, rf, config in LATENCY_CASES:
         topic = f"latency-rf{rf}-{config['acks']}"
         cluster.brokers[0].create_topic(topic, 1, rf)
+        before = [broker_cpu_seconds(b) for b in cluster.brokers]
         p50, p99 = latency(cluster.bootstrap, topic, count, rate, config, warm=True)
-        print(f"{label:<44}{p50:>12.2f}{p99:>10.2f}", flush=True)
+        per_message = sorted(((broker_cpu_seconds(b) - cpu) / count * 1e6 for b, cpu in zip(cluster.brokers, before)),
+                             reverse=True)
+        print(f"{label:<44}{p50:>12.2f}{p99:>10.2f}  " + " / ".join(f"{us:.0f}" for us in per_message), flush=True)
 
 
 def print_failover(cluster: BrokerCluster, rounds: int, rate: float, steady: float,
