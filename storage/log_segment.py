@@ -146,10 +146,7 @@ class LogSegment:
         log_file.append(buf)
         end = start + size
         self._appended_end = (end, largest_offset + 1)
-        starts = self._read_starts  # _remember_start, inlined: once per append
-        starts[largest_offset + 1] = end
-        if len(starts) > MAX_READ_STARTS:
-            del starts[next(iter(starts))]
+        self._remember_start(largest_offset + 1, end)
         verified = self._verified
         if verified and verified[-1][1] == start:  # appends grow the last verified range
             verified[-1] = (verified[-1][0], end)

@@ -84,8 +84,25 @@ def data_file(tmp_path: Path) -> tuple[Path, bytes]:
     return path, data
 
 
-def test_file_slices_are_sent_with_sendfile(network_server, data_file, monkeypatch):
-    path, data = data_file
+@pytest.fixture
+def slice_server(network_server, data_file):
+    """``serve({partition: (position, length)})``: a server answering each fetch with such FileSlices
+    of the data file (closed at the end of the test)."""
+    path, _ = data_file
+    opened: list[FileSlice] = []
+
+    def serve(slices: dict[int, tuple[int, int]]):
+        def make_records(partition: int) -> FileSlice:
+            opened.append(FileSlice(path, *slices[partition]))
+            return opened[-1]
+        return network_server(fetch_handler(make_records))
+    yield serve
+    for source in opened:
+        source.close()
+
+
+def test_file_slices_are_sent_with_sendfile(slice_server, data_file, monkeypatch):
+    _, data = data_file
     calls = []
     real_sendfile = os.sendfile
 
@@ -95,29 +112,18 @@ def test_file_slices_are_sent_with_sendfile(network_server, data_file, monkeypat
 
     monkeypatch.setattr(transport_layer.os, "sendfile", counting_sendfile)
     slices = {0: (10, 2 * 1024 * 1024), 1: (5, 1000)}
-    opened = []
-
-    def make_records(partition: int) -> FileSlice:
-        opened.append(FileSlice(path, *slices[partition]))
-        return opened[-1]
-
-    server = network_server(fetch_handler(make_records))
-    try:
-        sock = server.connect()
-        for correlation_id in (1, 2):
-            response = fetch(sock, correlation_id)
-            for partition in response.responses[0].partitions:
-                position, length = slices[partition.partition_index]
-                assert bytes(partition.records) == data[position:position + length]
-        assert len(calls) >= 4
-    finally:
-        for source in opened:
-            source.close()
+    sock = slice_server(slices).connect()
+    for correlation_id in (1, 2):
+        response = fetch(sock, correlation_id)
+        for partition in response.responses[0].partitions:
+            position, length = slices[partition.partition_index]
+            assert bytes(partition.records) == data[position:position + length]
+    assert len(calls) >= 4
 
 
-def test_small_file_slices_go_out_with_the_frame_not_by_sendfile(network_server, data_file, monkeypatch):
+def test_small_file_slices_go_out_with_the_frame_not_by_sendfile(slice_server, data_file, monkeypatch):
     """A fetch of a few batches (a follower's, a caught-up consumer's) is one write, not three."""
-    path, data = data_file
+    _, data = data_file
     sendfiles, sendmsgs = [], []
     real_sendfile, real_send_buffers = os.sendfile, transport_layer.PlaintextTransportLayer.send_buffers
     monkeypatch.setattr(transport_layer.os, "sendfile", lambda *args: sendfiles.append(args) or real_sendfile(*args))
@@ -127,21 +133,10 @@ def test_small_file_slices_go_out_with_the_frame_not_by_sendfile(network_server,
         return real_send_buffers(self, buffers)
     monkeypatch.setattr(transport_layer.PlaintextTransportLayer, "send_buffers", counting_send_buffers)
     slices = {0: (7, 300), 1: (4_000, 16 * 1024)}  # both at most SMALL_FILE_SLICE_BYTES
-    opened = []
-
-    def make_records(partition: int) -> FileSlice:
-        opened.append(FileSlice(path, *slices[partition]))
-        return opened[-1]
-
-    server = network_server(fetch_handler(make_records))
-    try:
-        response = fetch(server.connect(), 3)
-        assert [bytes(p.records) for p in response.responses[0].partitions] == \
-            [data[position:position + length] for position, length in slices.values()]
-        assert sendfiles == [] and len(sendmsgs) == 1
-    finally:
-        for source in opened:
-            source.close()
+    response = fetch(slice_server(slices).connect(), 3)
+    assert [bytes(p.records) for p in response.responses[0].partitions] == \
+        [data[position:position + length] for position, length in slices.values()]
+    assert sendfiles == [] and len(sendmsgs) == 1
 
 
 def test_storage_file_records_slice_is_sent_zero_copy(network_server, data_file):
