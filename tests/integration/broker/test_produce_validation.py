@@ -82,6 +82,11 @@ def test_librdkafka_fails_exactly_the_keyless_messages_of_a_compacted_topic(modu
     topic = _topic(module_broker, cleanup_policy="compact")
     producer = Producer({"bootstrap.servers": module_broker.bootstrap, "linger.ms": 200,
                          "enable.idempotence": False, "compression.type": codec})
+    # Versions and the partition's leader known before producing, so that the 100 messages meet in
+    # one batch: under load, runs without this saw a batch with no keyless record accepted, and once
+    # 20 messages refused as a whole (cause not pinned down; suspected: messages produced while the
+    # client was still fetching metadata left in batches of their own).
+    producer.list_topics(topic, timeout=30)
     outcome: dict[int, Any] = {}
     for i in range(100):
         producer.produce(topic, value=str(i).encode(), key=None if i % 10 == 9 else f"k{i}".encode(),
