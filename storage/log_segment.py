@@ -260,7 +260,8 @@ class LogSegment:
             self._mark_corrupt(end, exc)
             if end == start:
                 raise CorruptRecordStorageError(f"batch at position {end} of {self.log.path} is corrupt: {exc}") from exc
-        if end_offset is None:
+        if end_offset is None:  # nothing readable at an indexed start; remembering this, the segment's
+            # next offset, is harmless: Log.read never asks this segment for it
             end_offset = self.read_next_offset()
         if self._first_unverified(start, end) < end:
             end, end_offset = self._verify(start, end, end_offset)

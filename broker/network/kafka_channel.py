@@ -14,7 +14,8 @@ together instead of one replication round trip each. Requests are still processe
 and answered in order (a later answer is held until the earlier ones are out).
 Responses are queued as parts and written by ``flush``: consecutive buffers go out in one
 ``sendmsg`` (uvloop would make each ``write()`` its own syscall), file slices with
-``os.sendfile``. Reading pauses while the read-ahead is full, while the request channel has
+``os.sendfile``, except slices up to ``SMALL_FILE_SLICE_BYTES``, which are read in and join the
+buffers around them. Reading pauses while the read-ahead is full, while the request channel has
 no room for the next request, while the client is not reading its responses, or while the
 requests read so far hold queued.max.request.bytes (the processors' ``MemoryPool``).
 """
