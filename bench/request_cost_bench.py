@@ -13,8 +13,11 @@ requests/s and the broker process's CPU time (user + system, all threads) per re
 - Produce v9 of one 100 B record to each of 8 partitions;
 - ApiVersions v3 (once per connection for real clients).
 
-``--profile FILE`` samples our broker with py-spy (speedscope) during the one-record rows;
-``python bench/vs_kafka_profile.py FILE`` summarises it.
+The brokers run side by side and take turns within each of ``--rounds`` rounds per row (medians
+shown), so a change in the machine's load hits them alike. ``--baseline DIR`` adds our broker as
+another checkout has it (``git worktree add /tmp/base HEAD~1``): before/after figures of a change,
+measured together. ``--profile FILE`` samples our broker with py-spy (speedscope) during the first
+round of the one-record row; ``python bench/vs_kafka_profile.py FILE`` summarises it.
 
 ``--in-process`` runs our broker inside this process instead (ZooKeeper still a real one) and
 hands the same requests straight to its ``KafkaApis``: the handler path alone (body decode, the
@@ -22,7 +25,8 @@ handler, the append, response encode, and the loop callbacks it schedules), with
 processors or a client, so its CPU figures move by a few percent between runs where the socket
 rows move by tens (min over seven rounds). For before/after figures of handler changes.
 
-    python bench/request_cost_bench.py [--requests 100000] [--in-flight 16] [--kafka] [--profile FILE]
+    python bench/request_cost_bench.py [--requests 100000] [--in-flight 16] [--rounds 3] [--kafka]
+        [--baseline DIR] [--profile FILE]
     python bench/request_cost_bench.py --in-process [--requests 35000]
 """
 
@@ -33,6 +37,7 @@ import asyncio
 import functools
 import os
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -109,29 +114,39 @@ def drive(port: int, make_frame: Callable[[int], bytes], requests: int, in_fligh
         return time.perf_counter() - start
 
 
-def measure(broker: BrokerProcess, args: argparse.Namespace, profile: Path | None) -> list[tuple[float, float]]:
-    port = int(broker.bootstrap.rsplit(":", 1)[1])
-    broker.create_topic(TOPIC, PARTITIONS)
-    broker.wait_for_leaders(TOPIC, PARTITIONS)
-    rows = []
+def measure(brokers: dict[str, BrokerProcess], args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
+    """(requests/s, µs CPU each) of each kind on each broker: medians of ``--rounds`` rounds, the
+    brokers taking turns within each round so that a change in the machine's load hits them alike."""
+    ports = {label: int(broker.bootstrap.rsplit(":", 1)[1]) for label, broker in brokers.items()}
+    for broker in brokers.values():
+        broker.create_topic(TOPIC, PARTITIONS)
+        broker.wait_for_leaders(TOPIC, PARTITIONS)
+    results: dict[str, list[tuple[float, float]]] = {label: [] for label in brokers}
     for name, make_frame in KINDS:
-        drive(port, make_frame, min(args.requests, 5_000), args.in_flight)  # warm-up (the JVM's JIT too)
-        spy = None
-        if profile is not None and "1 record to 1" in name:
-            assert broker.process is not None
-            spy = subprocess.Popen([str(PY_SPY), "record", "--idle", "-r", "100", "-f", "speedscope", "-o", str(profile),
-                                    "-p", str(broker.process.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(1)
-        cpu = broker_cpu_seconds(broker)
-        seconds = drive(port, make_frame, args.requests, args.in_flight)
-        cpu = broker_cpu_seconds(broker) - cpu
-        if spy is not None:
-            spy.send_signal(2)  # SIGINT: py-spy writes its file
-            spy.wait(60)
-        rows.append((args.requests / seconds, cpu / args.requests * 1e6))
-        print(f"  {type(broker).__name__}: {name}: {rows[-1][0]:,.0f} requests/s, {rows[-1][1]:.1f} µs CPU each",
-              flush=True)
-    return rows
+        samples: dict[str, list[tuple[float, float]]] = {label: [] for label in brokers}
+        for label in brokers:  # warm-up (the JVM's JIT too)
+            drive(ports[label], make_frame, min(args.requests, 5_000), args.in_flight)
+        for round_ in range(args.rounds):
+            for label, broker in brokers.items():
+                spy = None
+                if args.profile is not None and label == "ours" and round_ == 0 and "1 record to 1" in name:
+                    assert broker.process is not None
+                    spy = subprocess.Popen([str(PY_SPY), "record", "--idle", "-r", "100", "-f", "speedscope", "-o",
+                                            str(args.profile), "-p", str(broker.process.pid)],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    time.sleep(1)
+                cpu = broker_cpu_seconds(broker)
+                seconds = drive(ports[label], make_frame, args.requests, args.in_flight)
+                cpu = broker_cpu_seconds(broker) - cpu
+                if spy is not None:
+                    spy.send_signal(2)  # SIGINT: py-spy writes its file
+                    spy.wait(60)
+                samples[label].append((args.requests / seconds, cpu / args.requests * 1e6))
+                print(f"  {label}: {name}: {samples[label][-1][0]:,.0f} requests/s, "
+                      f"{samples[label][-1][1]:.1f} µs CPU each", flush=True)
+        for label, rows in samples.items():
+            results[label].append((statistics.median(r for r, _ in rows), statistics.median(c for _, c in rows)))
+    return results
 
 
 IN_PROCESS_ROUNDS = 7
@@ -184,11 +199,18 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=16)
     parser.add_argument("--kafka", action="store_true", help="also Apache Kafka 3.9")
     parser.add_argument("--profile", type=Path, help="py-spy speedscope file for our one-record row")
+    parser.add_argument("--baseline", type=Path,
+                        help="also our broker from another checkout (e.g. `git worktree add /tmp/base HEAD~1`), "
+                             "for before/after figures measured side by side")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per row; the table shows medians")
     parser.add_argument("--in-process", action="store_true",
                         help="our handler path alone: KafkaApis in this process, no sockets")
     args = parser.parse_args()
     print("command: python bench/request_cost_bench.py " + " ".join(sys.argv[1:]), flush=True)
     kinds: list[tuple[str, Callable[..., BrokerProcess]]] = [("ours", BrokerProcess)]
+    if args.baseline is not None:
+        kinds.append((f"baseline {args.baseline}", type("BaselineBroker", (BrokerProcess,), {
+            "repo_root": args.baseline.resolve(), "DIR_PREFIX": "baseline"})))
     if args.kafka:  # as bench/vs_kafka.py runs it: -Xmx1g, Kafka's own JVM flags
         kinds.append(("Kafka 3.9", functools.partial(KafkaJavaBroker, heap=KAFKA_HEAP,
                                                      jvm_performance_opts=KAFKA_JVM_PERFORMANCE_OPTS)))
@@ -196,23 +218,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         zk = ZooKeeperServer(Path(tmp) / "zk")
         zk.start()
+        brokers: dict[str, BrokerProcess] = {}
         try:
             if args.in_process:
-                kinds = []
                 results["ours, in process"] = measure_in_process(f"{zk.connect_string}/ours", Path(tmp) / "ours",
                                                                  args.requests)
-            for label, cls in kinds:
-                broker = cls(f"{zk.connect_string}/{label.split()[0].lower()}", 0, Path(tmp) / label.split()[0])
-                try:
-                    broker.start()
-                    results[label] = measure(broker, args, args.profile if label == "ours" else None)
-                finally:
-                    broker.stop()
+            else:
+                for index, (label, cls) in enumerate(kinds):  # each in a ZooKeeper chroot of its own
+                    brokers[label] = cls(f"{zk.connect_string}/kind{index}", 0, Path(tmp) / f"kind{index}")
+                    brokers[label].start()
+                results = measure(brokers, args)
         finally:
+            for broker in brokers.values():
+                broker.stop()
             zk.close()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     setting = ("KafkaApis called directly, best of seven rounds" if args.in_process
-               else f"one connection, {args.in_flight} requests in flight")
+               else f"one connection, {args.in_flight} requests in flight, medians of {args.rounds} rounds")
     print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average at end {load}; {setting}\n")
     labels = list(results)
     print("| request | " + " | ".join(f"{label}: requests/s | {label}: µs CPU each" for label in labels) + " |")

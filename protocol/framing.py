@@ -60,7 +60,7 @@ def encode_response_parts(body_obj: Message, api_key: int, version: int, correla
     """A response frame as parts: size prefix and header first, then ``encode_parts``."""
     header = encode_response_header(correlation_id, response_header_version(api_key, version))
     parts = body_obj.encode_parts(version)
-    size = len(header) + sum(len(p) for p in parts)
+    size = len(header) + sum(map(len, parts))
     if size > 0x7FFFFFFF:
         raise ProtocolError(f"response of {size} bytes is too large for one frame")
     return [_SIZE.pack(size) + header, *parts]

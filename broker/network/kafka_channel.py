@@ -117,6 +117,7 @@ class KafkaChannel:
         self._writing = False
         self._held = 0                        # bytes of requests read and not yet answered (memory pool)
         self._waiting_for_memory = False
+        self.last_active = time.monotonic()   # last read or completed write (connections.max.idle.ms)
 
     # --- state ------------------------------------------------------------------------------
     @property
@@ -239,7 +240,7 @@ class KafkaChannel:
             self._drain()
             return
         self.processor.bytes_received += n
-        self.processor.touch(self)
+        self.last_active = time.monotonic()
         if self._large is not None:
             self._large_filled += n
             if self._large_filled == len(self._large):
@@ -456,7 +457,10 @@ class KafkaChannel:
         self._dispatch_next()
         self._update_reading()
         if self._sends and not self._writing:
-            self.processor.mark_dirty(self)
+            if self.in_flight is None and not self._pending:
+                self.flush()  # no other answer of this connection can join the write: send now
+            else:
+                self.processor.mark_dirty(self)
 
     def _emit(self, response: Response) -> bool:
         """Queue the answer of the oldest pending request; False if that closed the connection."""
@@ -531,7 +535,7 @@ class KafkaChannel:
             if self._close_when_flushed:
                 self.close("authentication failed")
                 return
-            self.processor.touch(self)
+            self.last_active = time.monotonic()
             self._dispatch_next()
             self._update_reading()
 

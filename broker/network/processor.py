@@ -14,7 +14,6 @@ import asyncio
 import logging
 import socket
 import time
-from collections import OrderedDict
 
 from broker.network.api_version_manager import ApiVersionManager
 from broker.network.channel_builder import ListenerSecurity
@@ -57,7 +56,6 @@ class Processor:
         self._dirty: dict[KafkaChannel, int] = {}
         self._flush_scheduled = False
         self._idle_s = connections_max_idle_ms / 1000 if connections_max_idle_ms >= 0 else None
-        self._lru: OrderedDict[str, float] = OrderedDict()
         self._idle_timer: asyncio.TimerHandle | None = None
         if self._idle_s is not None:
             self._schedule_idle_check()
@@ -81,22 +79,15 @@ class Processor:
         channel = KafkaChannel(self, sock, connection_id, security, (remote[0], remote[1]), client_ip)
         self.connections[connection_id] = channel
         self.connections_accepted += 1
-        self.touch(channel)
         channel.start()
         return channel
 
     def connection_closed(self, channel: KafkaChannel) -> None:
         if self.connections.pop(channel.connection_id, None) is None:
             return
-        self._lru.pop(channel.connection_id, None)
         self._dirty.pop(channel, None)
         self.connections_closed += 1
         self.quotas.dec(channel.client_ip)
-
-    def touch(self, channel: KafkaChannel) -> None:
-        if self._idle_s is not None:
-            self._lru[channel.connection_id] = time.monotonic()
-            self._lru.move_to_end(channel.connection_id)
 
     def _schedule_idle_check(self) -> None:
         assert self._idle_s is not None
@@ -104,20 +95,19 @@ class Processor:
         self._idle_timer = self.loop.call_later(interval, self._expire_idle)
 
     def _expire_idle(self) -> None:
-        """Close connections idle for longer than connections.max.idle.ms, oldest first."""
+        """Close connections idle for longer than connections.max.idle.ms.
+
+        Each channel stamps its own last activity (one attribute store per read or write); this
+        scan, a few times per idle period, costs less than keeping connections in LRU order on
+        every request as Kafka's selector does."""
         assert self._idle_s is not None
         now = time.monotonic()
         deadline = now - self._idle_s
-        while self._lru:
-            connection_id, last_active = next(iter(self._lru.items()))
-            if last_active > deadline:
-                break
-            channel = self.connections[connection_id]
+        for channel in [c for c in self.connections.values() if c.last_active <= deadline]:
             if channel.has_pending_work:
-                self._lru[connection_id] = now
-                self._lru.move_to_end(connection_id)
-                continue
-            channel.close(f"idle for more than {self._idle_s * 1000:.0f} ms", logging.DEBUG)
+                channel.last_active = now
+            else:
+                channel.close(f"idle for more than {self._idle_s * 1000:.0f} ms", logging.DEBUG)
         self._schedule_idle_check()
 
     # --- requests -----------------------------------------------------------------------------

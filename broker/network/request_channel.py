@@ -124,7 +124,7 @@ class Response:
         return cls(request, ResponseAction.CLOSE)
 
     def size(self) -> int:
-        return sum(len(p) for p in self.parts)
+        return sum(map(len, self.parts))
 
     def __repr__(self) -> str:
         return f"Response({self.action.value}, {self.request!r})"
@@ -141,6 +141,7 @@ class RequestChannel:
         self._receivers: deque[asyncio.Future[Request | None]] = deque()
         self._space_waiters: deque[Callable[[], None]] = deque()
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the handlers' (get_running_loop costs a getpid)
         # Sees every response before it goes to its connection (the broker's client quotas).
         self.response_hook: Callable[[Response], None] | None = None
         # Kafka's request metrics, kept only while the metrics endpoint is on.
@@ -175,7 +176,10 @@ class RequestChannel:
         elif self._closed:
             return None
         else:
-            waiter: asyncio.Future[Request | None] = asyncio.get_running_loop().create_future()
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[Request | None] = loop.create_future()
             self._receivers.append(waiter)
             try:
                 request = await waiter

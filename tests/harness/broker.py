@@ -85,6 +85,7 @@ class BrokerConnection:
 class BrokerProcess:
     DIR_PREFIX = "broker"  # its directory in tmp_dir is <prefix>-<broker id>
     LOG_NAME = "broker.log"
+    repo_root = REPO_ROOT  # the checkout whose code runs (benchmarks compare another one)
 
     def __init__(self, zk_connect: str, broker_id: int, tmp_dir: Path | str,
                  overrides: Mapping[str, str] | None = None, port: int | None = None,
@@ -147,7 +148,7 @@ class BrokerProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [*self.command_prefix, *self.command()], env=self.env(),
-                cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.repo_root, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 preexec_fn=die_with_parent,
             )
         deadline = time.monotonic() + timeout
