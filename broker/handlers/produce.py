@@ -28,8 +28,8 @@ from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.exceptions import CorruptRecordError
 from protocol.messages import ProduceResponse
-from protocol.records.batch import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_FLAG_MASK, iter_batch_positions, \
-    read_batch_header
+from protocol.records.batch import ATTRIBUTES_OFFSET, BATCH_LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, \
+    TRANSACTIONAL_FLAG_MASK, iter_batch_positions, read_batch_header
 from storage.errors import InvalidRecordError
 from storage.producer_state import SENTINEL_GUARD, VerificationGuard
 
@@ -110,6 +110,11 @@ def _transactional_producer(records: Any) -> Producer | None:
     Broken framing is left for ``validate_records`` to answer."""
     if not records:
         return None
+    size = len(records)
+    if size > ATTRIBUTES_OFFSET + 1 and records[MAGIC_OFFSET] == 2 \
+            and not records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK \
+            and int.from_bytes(records[BATCH_LENGTH_OFFSET:BATCH_LENGTH_OFFSET + 4], "big") + LOG_OVERHEAD == size:
+        return None  # one plain v2 batch, the usual partition: no generator over its positions
     try:
         for position, size in iter_batch_positions(records):
             if size > ATTRIBUTES_OFFSET + 1 and records[position + MAGIC_OFFSET] == 2 \
@@ -170,19 +175,25 @@ async def handle_produce(services: BrokerServices, request: Request) -> Response
     acks = body.acks
     if acks not in (-1, 0, 1):
         return Response.send(request, error_response(request, Errors.INVALID_REQUIRED_ACKS))
-    producers = {(t.name, p.index): producer for t in body.topic_data for p in t.partition_data
-                 if (producer := _transactional_producer(p.records)) is not None}
+    producers: dict[TopicPartition, Producer] = {}
+    for t in body.topic_data:
+        for p in t.partition_data:
+            producer = _transactional_producer(p.records)
+            if producer is not None:
+                producers[(t.name, p.index)] = producer
     auth = services.auth
     if producers and (body.transactional_id is None or not auth.authorize(
             request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)):
         error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return Response.close(request) if acks == 0 else Response.send(request, error_response(request, error))
     # Partitions of topics the request may not WRITE fail alone and are neither verified nor appended.
-    writable = auth.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, body.topic_data,
-                                      lambda t: t.name)
-    denied = {(t.name, p.index): Errors.TOPIC_AUTHORIZATION_FAILED for t in body.topic_data
-              for p in t.partition_data if t.name not in writable}
-    producers = {tp: producer for tp, producer in producers.items() if tp not in denied}
+    denied: dict[TopicPartition, Errors] = {}
+    if auth.authorizer is not None:
+        writable = auth.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, body.topic_data,
+                                          lambda t: t.name)
+        denied = {(t.name, p.index): Errors.TOPIC_AUTHORIZATION_FAILED for t in body.topic_data
+                  for p in t.partition_data if t.name not in writable}
+        producers = {tp: producer for tp, producer in producers.items() if tp not in denied}
     if not producers:
         return await _append_all(services, request, denied, {})
     if len({(pid, epoch) for pid, epoch, _ in producers.values()}) > 1:  # transactional records of two producers
