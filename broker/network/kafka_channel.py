@@ -85,6 +85,7 @@ class KafkaChannel:
         self.listener = security.endpoint
         self.client_address = client_address
         self.client_ip = client_ip
+        self.request_address = (client_ip, client_address[1])  # what its requests carry
         self.state = ChannelState.OPEN
         self.transport = SslTransportLayer(sock) if isinstance(sock, ssl.SSLSocket) else PlaintextTransportLayer(sock)
         self.authenticator = (SaslServerAuthenticator(security.sasl, processor.api_versions)
@@ -530,14 +531,16 @@ class KafkaChannel:
             return
         if self.closed:
             return
+        was_writing = self._writing
         self._set_writing(bool(sends))
         if not sends:
             if self._close_when_flushed:
                 self.close("authentication failed")
                 return
             self.last_active = time.monotonic()
-            self._dispatch_next()
-            self._update_reading()
+            if was_writing:  # requests waited for the socket to take our answers
+                self._dispatch_next()
+                self._update_reading()
 
     def _is_buffer(self, index: int) -> bool:
         """Whether queued part ``index`` goes out with sendmsg; a small file slice not yet begun is
@@ -559,11 +562,17 @@ class KafkaChannel:
         sends = self._sends
         batch = []
         for index in range(min(len(sends), IOV_MAX)):
-            if not self._is_buffer(index):
-                break
-            batch.append(sends[index])
+            part = sends[index]
+            if not isinstance(part, _BUFFER_TYPES):
+                if not self._is_buffer(index):
+                    break
+                part = sends[index]
+            batch.append(part)
         sent = self.transport.send_buffers(batch)
         self._sent(sent)
+        if self._send_bytes == 0:  # everything queued went out: the usual case
+            sends.clear()
+            return True
         remaining = sent
         for _ in range(len(batch)):
             size = len(sends[0])

@@ -122,8 +122,9 @@ class Processor:
             channel.close(f"received request api key {header.api_key} with version {header.api_version} "
                           f"which is not enabled", logging.WARNING)
             return None
-        return Request(self, channel.connection_id, header, frame, channel.listener.listener_name,
-                       channel.listener.security_protocol, (channel.client_ip, channel.client_address[1]))
+        listener = channel.listener
+        return Request(self, channel.connection_id, header, frame, listener.listener_name,
+                       listener.security_protocol, channel.request_address)
 
     def enqueue_response(self, response: Response) -> None:
         channel = self.connections.get(response.request.connection_id)

@@ -211,7 +211,7 @@ class QuotaManagers:
     def on_response(self, response: Response) -> None:
         """Record the response's request against the quotas; throttle it when over one."""
         produce, fetch, request_quota = self.produce, self.fetch, self.request
-        if not (produce.enabled or fetch.enabled or request_quota.enabled):
+        if not (produce.quotas or fetch.quotas or request_quota.quotas):  # ``enabled``, without three calls
             return
         request = response.request
         api_key = request.api_key
