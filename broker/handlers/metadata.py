@@ -14,7 +14,6 @@ from typing import Any
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC
 from broker.coordinator.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from broker.handlers import handles
-from broker.metadata_cache import PartitionMetadata
 from broker.network.request_channel import Request, Response
 from broker.security.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.services import BrokerServices
@@ -64,36 +63,41 @@ async def auto_create_topic(services: BrokerServices, topic: str) -> Errors:
     return Errors.LEADER_NOT_AVAILABLE
 
 
-def _partition_metadata(services: BrokerServices, p: PartitionMetadata, listener: str, version: int) -> Any:
+def topic_metadata(services: BrokerServices, topic: str, listener: str, version: int,
+                   reachable: frozenset[int] | None = None) -> Any:
     """As Kafka's ZK metadata cache: v0 lists only reachable replicas (REPLICA_NOT_AVAILABLE when some
-    are not); v6+ says LISTENER_NOT_FOUND when the live leader lacks the request's listener."""
+    are not); v6+ says LISTENER_NOT_FOUND when the live leader lacks the request's listener.
+    ``reachable``: the live brokers with ``listener`` (``reachable_brokers``), computed once per request.
+
+    The per-partition loop of Metadata for every topic (10,000 partitions for a ``list_topics()`` of
+    a big broker): the cache's replica lists go into the response as they are, and the broker
+    checks are set lookups."""
     cache = services.metadata_cache
-    error = Errors.NONE
-    leader = p.leader
-    replicas, isr = list(p.replicas), list(p.isr)
-    if version == 0:
-        replicas = [r for r in p.replicas if cache.broker_endpoint(r, listener) is not None]
-        isr = [r for r in p.isr if cache.broker_endpoint(r, listener) is not None]
-        if len(replicas) < len(p.replicas) or len(isr) < len(p.isr):
+    live = cache.brokers
+    if reachable is None:
+        reachable = reachable_brokers(services, listener)
+    no_leader = Errors.LISTENER_NOT_FOUND if version >= 6 else Errors.LEADER_NOT_AVAILABLE
+    partitions = []
+    for _, p in sorted(cache.topic_partitions(topic).items()):
+        error = Errors.NONE
+        leader, replicas, isr = p.leader, p.replicas, p.isr
+        if version == 0 and not (reachable.issuperset(replicas) and reachable.issuperset(isr)):
+            replicas = [r for r in replicas if r in reachable]
+            isr = [r for r in isr if r in reachable]
             error = Errors.REPLICA_NOT_AVAILABLE
-    if leader < 0 or not cache.has_broker(leader):
-        error, leader = Errors.LEADER_NOT_AVAILABLE, -1
-    elif cache.broker_endpoint(leader, listener) is None:
-        error = Errors.LISTENER_NOT_FOUND if version >= 6 else Errors.LEADER_NOT_AVAILABLE
-        leader = -1
-    return MetadataPartition(
-        error_code=int(error), partition_index=p.partition, leader_id=leader, leader_epoch=p.leader_epoch,
-        replica_nodes=replicas, isr_nodes=isr, offline_replicas=list(p.offline_replicas),
-    )
+        if leader < 0 or leader not in live:
+            error, leader = Errors.LEADER_NOT_AVAILABLE, -1
+        elif leader not in reachable:
+            error, leader = no_leader, -1
+        partitions.append(MetadataPartition(
+            error_code=int(error), partition_index=p.partition, leader_id=leader, leader_epoch=p.leader_epoch,
+            replica_nodes=replicas, isr_nodes=isr, offline_replicas=p.offline_replicas))
+    return MetadataTopic(error_code=0, name=topic, topic_id=cache.topic_id(topic),
+                         is_internal=topic in INTERNAL_TOPICS, partitions=partitions)
 
 
-def topic_metadata(services: BrokerServices, topic: str, listener: str, version: int) -> Any:
-    cache = services.metadata_cache
-    return MetadataTopic(
-        error_code=0, name=topic, topic_id=cache.topic_id(topic), is_internal=topic in INTERNAL_TOPICS,
-        partitions=[_partition_metadata(services, p, listener, version)
-                    for _, p in sorted(cache.topic_partitions(topic).items())],
-    )
+def reachable_brokers(services: BrokerServices, listener: str) -> frozenset[int]:
+    return frozenset(node.broker_id for node, _, _ in services.metadata_cache.alive_brokers(listener))
 
 
 def _error_topic(name: str | None, error: Errors, topic_id: uuid.UUID = ZERO_UUID) -> Any:
@@ -171,7 +175,9 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
         # Topics the request may not DESCRIBE are left out: their existence is not disclosed.
         described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, cache.all_topics(),
                                            log_if_denied=False)
-        topics = [topic_metadata(services, t, listener, version) for t in cache.all_topics() if t in described]
+        reachable = reachable_brokers(services, listener)
+        topics = [topic_metadata(services, t, listener, version, reachable) for t in cache.all_topics()
+                  if t in described]
     else:
         names, unknown_ids = _requested_names(services, body, version)
         topics = [await _named_topic(services, request, name, version, allow_auto_create) for name in names]
