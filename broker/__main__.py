@@ -8,6 +8,7 @@ import gc
 import io
 import logging
 import os
+import resource
 import signal
 import sys
 import threading
@@ -53,7 +54,22 @@ def watch_slow_callbacks(loop: asyncio.AbstractEventLoop, threshold_ms: float) -
     loop.slow_callback_duration = threshold_ms / 1000
 
 
+def _raise_open_files_limit() -> None:
+    """Open files up to the hard limit, as the JVM does for Kafka (HotSpot's MaxFDLimit): each
+    partition holds its active segment's log and two memory-mapped indexes open (Python's mmap keeps
+    a descriptor of its own), and every client connection takes one more."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("Could not raise the open files limit from %d to %d: %s", soft, hard, exc)
+            return
+    log.info("Open files limit: %s", "unlimited" if hard == resource.RLIM_INFINITY else hard)
+
+
 async def _run(config: KafkaConfig, slow_callback_ms: float | None = None) -> int:
+    _raise_open_files_limit()
     server = KafkaServer(config)
     loop = asyncio.get_running_loop()
     if slow_callback_ms is not None:
