@@ -113,7 +113,8 @@ class KafkaServer:
         log.info("Connecting to zookeeper on %s", config.zookeeper_connect)
         zk = await loop.run_in_executor(None, lambda: KafkaZkClient.connect(
             config.zookeeper_connect, config.zookeeper_session_timeout_ms,
-            config.zookeeper_connection_timeout_ms, f"broker-{config.broker_id}"))
+            config.zookeeper_connection_timeout_ms, f"broker-{config.broker_id}",
+            config.zookeeper_max_in_flight_requests))
         try:
             await self._startup_with_zk(zk, stored, unreadable)
         except BaseException:

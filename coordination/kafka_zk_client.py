@@ -7,6 +7,7 @@ that has been replaced can't write (ControllerMovedError).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -82,6 +83,14 @@ INITIAL_CONTROLLER_EPOCH = 0
 INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
 
 
+def _create(path: str, data: bytes, transaction: Any) -> None:
+    transaction.create(path, data)
+
+
+def _set_data(path: str, data: bytes, version: int, transaction: Any) -> None:
+    transaction.set_data(path, data, version)
+
+
 @dataclass
 class UpdateLeaderAndIsrResult:
     """Outcome of conditional partition-state writes: `finished` maps each partition to its new
@@ -102,9 +111,10 @@ class KafkaZkClient:
         session_timeout_ms: int = 18000,
         connection_timeout_ms: int | None = None,
         name: str = "kafka",
+        max_in_flight_requests: int = 10,
     ) -> KafkaZkClient:
         """Connect to `zookeeper.connect` (chroot created when missing) and return the client."""
-        zk = ZooKeeperClient(connect, session_timeout_ms, connection_timeout_ms, name)
+        zk = ZooKeeperClient(connect, session_timeout_ms, connection_timeout_ms, name, max_in_flight_requests)
         zk.start()
         return cls(zk)
 
@@ -125,7 +135,20 @@ class KafkaZkClient:
             transaction.check(CONTROLLER_EPOCH_PATH, epoch_zk_version)
             build(transaction)
 
-        results = self.zk.multi(with_check)
+        return self._fenced_results(self.zk.multi(with_check), epoch_zk_version)
+
+    def _fenced_multi_many(self, epoch_zk_version: int, builds: list[Callable[[Any], None]]) -> list[list[Any]]:
+        """``_fenced_multi`` of many transactions in one pipeline (ZooKeeperClient.multi_many)."""
+
+        def with_check(build: Callable[[Any], None], transaction: Any) -> None:
+            transaction.check(CONTROLLER_EPOCH_PATH, epoch_zk_version)
+            build(transaction)
+
+        return [self._fenced_results(results, epoch_zk_version)
+                for results in self.zk.multi_many([functools.partial(with_check, build) for build in builds])]
+
+    @staticmethod
+    def _fenced_results(results: list[Any], epoch_zk_version: int) -> list[Any]:
         if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
             raise ControllerMovedError(
                 f"controller epoch zkVersion is no longer {epoch_zk_version}: another broker is controller"
@@ -323,15 +346,16 @@ class KafkaZkClient:
         """Create `partitions/<p>/state` for new partitions (parents created as needed)."""
         for topic in {tp.topic for tp in states}:
             self.zk.ensure_persistent_path(topic_partitions_path(topic))
-        outcome: dict[TopicPartition, LeaderAndIsr | Exception] = {}
-        for tp, state in states.items():
-            self.zk.ensure_persistent_path(topic_partition_path(tp.topic, tp.partition))
-            data = encode_partition_state(state, controller_epoch)
-            results = self._fenced_multi(
-                epoch_zk_version, lambda t, tp=tp, data=data: t.create(partition_state_path(*tp), data)
-            )
-            outcome[tp] = results[0] if isinstance(results[0], Exception) else state.with_partition_epoch(0)
-        return outcome
+        client = self.zk.kazoo  # each partition's node (null data, as Kafka's), pipelined; existing ones are fine
+        for tp, result in zip(states, self.zk.call_many(
+                [functools.partial(client.create_async, topic_partition_path(*tp), None) for tp in states])):
+            if isinstance(result, Exception) and not isinstance(result, NodeExistsError):
+                raise result
+        writes = self._fenced_multi_many(epoch_zk_version, [
+            functools.partial(_create, partition_state_path(*tp), encode_partition_state(state, controller_epoch))
+            for tp, state in states.items()])
+        return {tp: results[0] if isinstance(results[0], Exception) else state.with_partition_epoch(0)
+                for (tp, state), results in zip(states.items(), writes)}
 
     def update_leader_and_isr(
         self,
@@ -341,14 +365,11 @@ class KafkaZkClient:
     ) -> UpdateLeaderAndIsrResult:
         """Conditional writes of partition states on their partition epoch (zkVersion)."""
         result = UpdateLeaderAndIsrResult()
-        for tp, state in states.items():
-            data = encode_partition_state(state, controller_epoch)
-            results = self._fenced_multi(
-                epoch_zk_version,
-                lambda t, tp=tp, data=data, v=state.partition_epoch: t.set_data(
-                    partition_state_path(*tp), data, v
-                ),
-            )
+        writes = self._fenced_multi_many(epoch_zk_version, [
+            functools.partial(_set_data, partition_state_path(*tp), encode_partition_state(state, controller_epoch),
+                              state.partition_epoch)
+            for tp, state in states.items()])
+        for (tp, state), results in zip(states.items(), writes):
             if isinstance(results[0], BadVersionError):
                 result.to_retry.append(tp)
             elif isinstance(results[0], Exception):
@@ -361,9 +382,11 @@ class KafkaZkClient:
         self, partitions: Iterable[TopicPartition], watch: bool = False
     ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """States of the partitions that have one; malformed ones are logged and left out."""
+        partitions = list(partitions)
+        found = ([self.zk.get_data(partition_state_path(*tp), watch) for tp in partitions] if watch
+                 else self.zk.get_data_many([partition_state_path(*tp) for tp in partitions]))
         states = {}
-        for tp in partitions:
-            data, stat = self.zk.get_data(partition_state_path(*tp), watch)
+        for tp, (data, stat) in zip(partitions, found):
             if stat is None:
                 continue
             try:

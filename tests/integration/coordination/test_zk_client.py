@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
 
 from coordination.broker_registration import BrokerRegistration, check_cluster_id, get_or_create_cluster_id
 from coordination.errors import (
@@ -15,7 +16,7 @@ from coordination.errors import (
     ZooKeeperUnavailableError,
 )
 from coordination.kafka_zk_client import KafkaZkClient
-from coordination.model import BrokerEndPoint, BrokerInfo, SecurityProtocol
+from coordination.model import BrokerEndPoint, BrokerInfo, LeaderAndIsr, SecurityProtocol, TopicPartition
 from coordination.zk_data import PERSISTENT_PATHS, encode_broker_info
 from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer, expire_session
@@ -160,3 +161,35 @@ def test_connection_timeout_when_no_server(tmp_path: object) -> None:
 
     with pytest.raises(ZooKeeperUnavailableError, match="timed out"):
         KafkaZkClient.connect(f"127.0.0.1:{free_port()}", session_timeout_ms=2000, connection_timeout_ms=500)
+
+
+def test_partition_states_are_written_and_read_in_pipelines(clients: Callable[..., KafkaZkClient]) -> None:
+    """create_partition_states, update_leader_and_isr and get_partition_states send their requests
+    pipelined (at most zookeeper.max.in.flight.requests outstanding, here 3 for 25 partitions):
+    each partition still gets its own outcome, a lost zkVersion race its retry, and a deposed
+    controller's writes fail as a whole."""
+    controller = clients(max_in_flight_requests=3)
+    epoch, epoch_zk_version = controller.register_controller_and_increment_epoch(1)
+    partitions = [TopicPartition("pipelined", p) for p in range(25)]
+    created = controller.create_partition_states(
+        {tp: LeaderAndIsr(leader=1, leader_epoch=0, isr=(1,)) for tp in partitions}, epoch, epoch_zk_version)
+    assert created == {tp: LeaderAndIsr(leader=1, leader_epoch=0, isr=(1,), partition_epoch=0) for tp in partitions}
+    again = controller.create_partition_states({partitions[0]: LeaderAndIsr(leader=1, leader_epoch=0, isr=(1,))},
+                                               epoch, epoch_zk_version)
+    assert isinstance(again[partitions[0]], NodeExistsError)
+
+    stale = {tp: LeaderAndIsr(leader=1, leader_epoch=1, isr=(1,), partition_epoch=0 if tp.partition % 2 else 7)
+             for tp in partitions}
+    result = controller.update_leader_and_isr(stale, epoch, epoch_zk_version)
+    assert sorted(result.to_retry) == [tp for tp in partitions if tp.partition % 2 == 0]
+    assert result.finished == {tp: LeaderAndIsr(leader=1, leader_epoch=1, isr=(1,), partition_epoch=1)
+                               for tp in partitions if tp.partition % 2}
+
+    missing = TopicPartition("pipelined", 99)
+    states = controller.get_partition_states([*partitions, missing])
+    assert sorted(states) == partitions
+    assert states[partitions[1]].leader_and_isr.leader_epoch == 1
+    assert states[partitions[0]].leader_and_isr.leader_epoch == 0
+
+    with pytest.raises(ControllerMovedError):
+        controller.update_leader_and_isr(stale, epoch, epoch_zk_version + 1)
