@@ -310,6 +310,18 @@ class KafkaZkClient:
     def get_all_topics(self, watch: bool = False) -> set[str]:
         return set(self.zk.get_children(TOPICS_PATH, watch))
 
+    def get_topic_assignments(self, topics: list[str], watch: bool = False
+                              ) -> dict[str, TopicAssignment | MalformedZnodeError | None]:
+        """Many topics' assignments in one pipeline (the controller's start): None for a topic that
+        does not exist, the error for one whose znode cannot be read."""
+        out: dict[str, TopicAssignment | MalformedZnodeError | None] = {}
+        for topic, (data, stat) in zip(topics, self.zk.get_data_many([topic_path(t) for t in topics], watch)):
+            try:
+                out[topic] = None if stat is None else decode_topic_assignment(topic, data)
+            except MalformedZnodeError as exc:
+                out[topic] = exc
+        return out
+
     def get_topic_assignment(self, topic: str, watch: bool = False) -> tuple[TopicAssignment | None, int]:
         """(assignment, zkVersion); (None, -1) if the topic does not exist."""
         data, stat = self.zk.get_data(topic_path(topic), watch)

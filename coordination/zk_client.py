@@ -337,14 +337,16 @@ class ZooKeeperClient:
                 results[index] = exc
         return results
 
-    def get_data_many(self, paths: Sequence[str]) -> list[tuple[bytes | None, ZnodeStat | None]]:
-        """``get_data`` (without watches) of many nodes in one pipeline; (None, None) for a missing one."""
+    def get_data_many(self, paths: Sequence[str], watch: bool = False) -> list[tuple[bytes | None, ZnodeStat | None]]:
+        """``get_data`` of many nodes in one pipeline; (None, None) for a missing one (with ``watch``,
+        whose creation is then watched as ``get_data`` does)."""
         client = self.kazoo
-        results = self.call_many([functools.partial(client.get_async, path) for path in paths])
+        results = self.call_many([functools.partial(client.get_async, path, watch=self._watch_fired if watch else None)
+                                  for path in paths])
         out: list[tuple[bytes | None, ZnodeStat | None]] = []
-        for result in results:
+        for path, result in zip(paths, results):
             if isinstance(result, NoNodeError):
-                out.append((None, None))
+                out.append(self.get_data(path, watch=True) if watch else (None, None))
             elif isinstance(result, Exception):
                 raise result
             else:

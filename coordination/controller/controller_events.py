@@ -233,9 +233,7 @@ class ControllerEvents:
             self.ctx.remove_topic(topic)
             self.c.forget_topic(topic)
         self.ctx.all_topics = set(topics)
-        added: list[TopicPartition] = []
-        for topic in sorted(new):
-            added += self.c.refresh_topic(topic)
+        added = self.c.refresh_topics(sorted(new))
         self.ctx.leadership.update(self.c.zk.get_partition_states(added))
         self.c.on_new_partition_creation([tp for tp in added if tp not in self.ctx.leadership])
 

@@ -253,8 +253,7 @@ class KafkaController:
             if info is not None:
                 self.context.live_brokers[broker_id] = info
         self.context.all_topics = self.zk.get_all_topics(watch=True)
-        for topic in sorted(self.context.all_topics):
-            self.refresh_topic(topic)
+        self.refresh_topics(sorted(self.context.all_topics))
         self.context.leadership = self.zk.get_partition_states(self.context.all_partitions())
 
     def watch_broker(self, broker_id: int) -> None:
@@ -271,23 +270,29 @@ class KafkaController:
 
     def refresh_topic(self, topic: str) -> list[TopicPartition]:
         """Re-read a topic's assignment (watching it); returns partitions new to the context."""
-        self.zk.zk.register_znode_handler(topic_path(topic), lambda _p, t=topic: self.enqueue("partition_modification", t))
-        try:
-            assignment, _ = self.zk.get_topic_assignment(topic, watch=True)
-        except MalformedZnodeError as exc:
-            log.error("ignoring topic %s until its znode is fixed: %s", topic, exc)
-            return []
-        if assignment is None:
-            return []
-        if assignment.topic_id is None:
-            assignment = replace(assignment, topic_id=random_uuid_b64())
-            self.zk.set_topic_assignment_fenced(topic, assignment, self.context.epoch_zk_version)
-        self.context.topic_ids[topic] = assignment.topic_id
-        known = self.context.assignments.get(topic, {})
-        added = [TopicPartition(topic, p) for p in sorted(assignment.partitions) if p not in known]
-        for p, replicas in assignment.partitions.items():
-            if p not in known:
-                self.context.set_assignment(TopicPartition(topic, p), replicas)
+        return self.refresh_topics([topic])
+
+    def refresh_topics(self, topics: list[str]) -> list[TopicPartition]:
+        """``refresh_topic`` of many topics, their assignments read in one ZooKeeper pipeline."""
+        for topic in topics:
+            self.zk.zk.register_znode_handler(topic_path(topic),
+                                              lambda _p, t=topic: self.enqueue("partition_modification", t))
+        added: list[TopicPartition] = []
+        for topic, assignment in self.zk.get_topic_assignments(topics, watch=True).items():
+            if isinstance(assignment, MalformedZnodeError):
+                log.error("ignoring topic %s until its znode is fixed: %s", topic, assignment)
+                continue
+            if assignment is None:
+                continue
+            if assignment.topic_id is None:
+                assignment = replace(assignment, topic_id=random_uuid_b64())
+                self.zk.set_topic_assignment_fenced(topic, assignment, self.context.epoch_zk_version)
+            self.context.topic_ids[topic] = assignment.topic_id
+            known = self.context.assignments.get(topic, {})
+            added += [TopicPartition(topic, p) for p in sorted(assignment.partitions) if p not in known]
+            for p, replicas in assignment.partitions.items():
+                if p not in known:
+                    self.context.set_assignment(TopicPartition(topic, p), replicas)
         return added
 
     def forget_topic(self, topic: str) -> None:

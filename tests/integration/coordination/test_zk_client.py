@@ -13,10 +13,19 @@ from coordination.errors import (
     BrokerIdInUseError,
     ControllerMovedError,
     InconsistentClusterIdError,
+    MalformedZnodeError,
     ZooKeeperUnavailableError,
 )
 from coordination.kafka_zk_client import KafkaZkClient
-from coordination.model import BrokerEndPoint, BrokerInfo, LeaderAndIsr, SecurityProtocol, TopicPartition
+from coordination.model import (
+    BrokerEndPoint,
+    BrokerInfo,
+    LeaderAndIsr,
+    ReplicaAssignment,
+    SecurityProtocol,
+    TopicAssignment,
+    TopicPartition,
+)
 from coordination.zk_data import PERSISTENT_PATHS, encode_broker_info
 from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer, expire_session
@@ -193,3 +202,17 @@ def test_partition_states_are_written_and_read_in_pipelines(clients: Callable[..
 
     with pytest.raises(ControllerMovedError):
         controller.update_leader_and_isr(stale, epoch, epoch_zk_version + 1)
+
+
+def test_topic_assignments_are_read_in_one_pipeline(clients: Callable[..., KafkaZkClient]) -> None:
+    """The controller's start reads every topic's assignment at once: each topic gets its own
+    answer, None for a topic that is gone, the decoding error for a znode that cannot be read."""
+    client = clients(max_in_flight_requests=2)
+    for name in ("a", "b", "c"):
+        client.create_topic_assignment(name, TopicAssignment(f"id-{name}", {0: ReplicaAssignment((1,))}))
+    client.zk.create_recursive("/brokers/topics/broken", b"not json")
+    found = client.get_topic_assignments(["a", "missing", "b", "broken", "c"], watch=True)
+    assert list(found) == ["a", "missing", "b", "broken", "c"]
+    assert [found[t].topic_id for t in ("a", "b", "c")] == ["id-a", "id-b", "id-c"]  # type: ignore[union-attr]
+    assert found["missing"] is None
+    assert isinstance(found["broken"], MalformedZnodeError)
