@@ -130,12 +130,7 @@ class KafkaZkClient:
     def _fenced_multi(self, epoch_zk_version: int, build: Callable[[Any], None]) -> list[Any]:
         """Run `build`'s ops after a check of /controller_epoch's zkVersion; returns the results
         of `build`'s ops (exceptions included) or raises ControllerMovedError."""
-
-        def with_check(transaction: Any) -> None:
-            transaction.check(CONTROLLER_EPOCH_PATH, epoch_zk_version)
-            build(transaction)
-
-        return self._fenced_results(self.zk.multi(with_check), epoch_zk_version)
+        return self._fenced_multi_many(epoch_zk_version, [build])[0]
 
     def _fenced_multi_many(self, epoch_zk_version: int, builds: list[Callable[[Any], None]]) -> list[list[Any]]:
         """``_fenced_multi`` of many transactions in one pipeline (ZooKeeperClient.multi_many)."""
@@ -144,16 +139,13 @@ class KafkaZkClient:
             transaction.check(CONTROLLER_EPOCH_PATH, epoch_zk_version)
             build(transaction)
 
-        return [self._fenced_results(results, epoch_zk_version)
-                for results in self.zk.multi_many([functools.partial(with_check, build) for build in builds])]
-
-    @staticmethod
-    def _fenced_results(results: list[Any], epoch_zk_version: int) -> list[Any]:
-        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            raise ControllerMovedError(
-                f"controller epoch zkVersion is no longer {epoch_zk_version}: another broker is controller"
-            )
-        return results[1:]
+        outcomes = self.zk.multi_many([functools.partial(with_check, build) for build in builds])
+        for results in outcomes:
+            if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+                raise ControllerMovedError(
+                    f"controller epoch zkVersion is no longer {epoch_zk_version}: another broker is controller"
+                )
+        return [results[1:] for results in outcomes]
 
     @staticmethod
     def _raise_first_error(results: list[Any]) -> list[Any]:
@@ -395,8 +387,7 @@ class KafkaZkClient:
     ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """States of the partitions that have one; malformed ones are logged and left out."""
         partitions = list(partitions)
-        found = ([self.zk.get_data(partition_state_path(*tp), watch) for tp in partitions] if watch
-                 else self.zk.get_data_many([partition_state_path(*tp) for tp in partitions]))
+        found = self.zk.get_data_many([partition_state_path(*tp) for tp in partitions], watch)
         states = {}
         for tp, (data, stat) in zip(partitions, found):
             if stat is None:

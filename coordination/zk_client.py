@@ -325,7 +325,10 @@ class ZooKeeperClient:
             for index, request in enumerate(requests):
                 if len(in_flight) >= self.max_in_flight_requests:
                     collect()
-                in_flight.append((index, request(), time.monotonic()))
+                try:
+                    in_flight.append((index, request(), time.monotonic()))
+                except (ConnectionLoss, SessionExpiredError):  # kazoo refused it at once (connection closed)
+                    again.append(index)
             while in_flight:
                 collect()
         else:  # wait for the connection (or give up) as single calls do
@@ -409,7 +412,9 @@ class ZooKeeperClient:
         self.call(self.kazoo.delete_async, path, version)
 
     def multi_many(self, builds: Sequence[Callable[[Any], None]]) -> list[list[Any]]:
-        """``multi`` of many transactions, pipelined (``call_many``); each entry as ``multi`` returns."""
+        """Run the transactions built by each `build(transaction)`, pipelined (``call_many``); for
+        each, kazoo's per-op results (on failure every entry is an exception instance, the failing
+        op's one specific)."""
 
         def commit(build: Callable[[Any], None]) -> Any:
             transaction = self.kazoo.transaction()
@@ -423,12 +428,5 @@ class ZooKeeperClient:
         return results
 
     def multi(self, build: Callable[[Any], None]) -> list[Any]:
-        """Run a transaction built by `build(transaction)`; returns kazoo's per-op results (on
-        failure every entry is an exception instance, the failing op's one specific)."""
-
-        def commit() -> Any:
-            transaction = self.kazoo.transaction()
-            build(transaction)
-            return transaction.commit_async()
-
-        return self.call(commit)
+        """One transaction (``multi_many``)."""
+        return self.multi_many([build])[0]

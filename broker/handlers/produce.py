@@ -110,10 +110,10 @@ def _transactional_producer(records: Any) -> Producer | None:
     Broken framing is left for ``validate_records`` to answer."""
     if not records:
         return None
-    size = len(records)
-    if size > ATTRIBUTES_OFFSET + 1 and records[MAGIC_OFFSET] == 2 \
+    total = len(records)
+    if total > ATTRIBUTES_OFFSET + 1 and records[MAGIC_OFFSET] == 2 \
             and not records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK \
-            and int.from_bytes(records[BATCH_LENGTH_OFFSET:BATCH_LENGTH_OFFSET + 4], "big") + LOG_OVERHEAD == size:
+            and int.from_bytes(records[BATCH_LENGTH_OFFSET:BATCH_LENGTH_OFFSET + 4], "big") + LOG_OVERHEAD == total:
         return None  # one plain v2 batch, the usual partition: no generator over its positions
     try:
         for position, size in iter_batch_positions(records):
