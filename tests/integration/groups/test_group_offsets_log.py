@@ -43,7 +43,14 @@ def test_log_records_decode_with_kafkas_schemas(broker: BrokerProcess) -> None:
     finally:
         consumer.close()
 
-    decoded = offsets_log_records(broker, group)
+    # The Empty generation is stored after LeaveGroup is answered (Kafka's coordinator answers the
+    # leave, then writes the group once its rebalance completes): read the log once it is there.
+    def group_emptied() -> list[tuple[object, object]] | None:
+        found = offsets_log_records(broker, group)
+        last = [v for k, v in found if isinstance(k, records.GroupMetadataKey)][-1:]
+        return found if last and last[0] is not None and last[0].members == [] else None
+
+    decoded = wait_for(group_emptied, "the group's Empty generation in the log", 30)
     commits = {(k.topic, k.partition): v for k, v in decoded if isinstance(k, records.OffsetCommitKey)}
     assert {tp: (v.offset, v.metadata) for tp, v in commits.items()} == {(topic, 0): (2, "hello"), (topic, 1): (3, "")}
     assert all(v.version == 3 and v.commit_timestamp > 0 for v in commits.values())
