@@ -11,7 +11,9 @@ import abc
 import mmap
 import os
 import threading
+
 from storage.errors import CorruptIndexError, IndexOffsetOverflowError
+from storage.mapped_file import MappedFile
 
 INT32_MAX = 0x7FFFFFFF
 
@@ -25,7 +27,8 @@ class AbstractIndex(abc.ABC):
         self.max_index_size = max_index_size
         self.writable = writable
         self._lock = threading.RLock()
-        self._mmap: mmap.mmap | None = None
+        self._mapping: MappedFile | None = None
+        self._view: memoryview | None = None  # the mapping's bytes, read by the subclasses' entry structs
         newly_created = not os.path.exists(path)
         if newly_created and not writable:
             raise FileNotFoundError(path)
@@ -56,19 +59,14 @@ class AbstractIndex(abc.ABC):
 
     def _map(self, fd: int, length: int) -> None:
         if length == 0:
-            self._mmap = None
             return
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        self._mmap = mmap.mmap(fd, length, access=access)
+        self._mapping = MappedFile(fd, length, self.writable)
+        self._view = self._mapping.view
         if self.writable:
             # No read-around: the first write fault on a new, sparse index would otherwise fill
             # up to read_ahead_kb (8 MiB on some disks) of page cache with zero pages, 1-2 ms of
             # CPU per segment on the append path; entries are written in order, probed at random.
-            self._mmap.madvise(mmap.MADV_RANDOM)
-
-    @property
-    def buffer(self) -> memoryview | bytes:
-        return memoryview(self._mmap) if self._mmap is not None else b""
+            self._mapping.advise(mmap.MADV_RANDOM)
 
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
@@ -111,13 +109,14 @@ class AbstractIndex(abc.ABC):
 
     def flush(self) -> None:
         with self._lock:
-            if self._mmap is not None and self.writable:
-                self._mmap.flush()
+            if self._mapping is not None and self.writable:
+                self._mapping.flush()
 
     def _close_map(self) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        if self._mapping is not None:
+            self._view = None
+            self._mapping.close()
+            self._mapping = None
 
     def close(self) -> None:
         with self._lock:

@@ -24,12 +24,12 @@ class OffsetIndex(AbstractIndex):
         self.last_offset = self.entry(self.entries - 1).offset if self.entries else self.base_offset
 
     def _key_at(self, slot: int, by_value: bool) -> int:
-        return _ENTRY.unpack_from(self._mmap, slot * 8)[1 if by_value else 0] + (0 if by_value else self.base_offset)
+        return _ENTRY.unpack_from(self._view, slot * 8)[1 if by_value else 0] + (0 if by_value else self.base_offset)
 
     def entry(self, slot: int) -> OffsetPosition:
         if slot < 0 or slot >= self.entries:
             raise IndexError(f"slot {slot} out of range for {self.entries} entries in {self.path}")
-        relative, position = _ENTRY.unpack_from(self._mmap, slot * 8)
+        relative, position = _ENTRY.unpack_from(self._view, slot * 8)
         return OffsetPosition(self.base_offset + relative, position)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
@@ -53,7 +53,7 @@ class OffsetIndex(AbstractIndex):
         relative = offset - self.base_offset
         if relative < 0 or relative > INT32_MAX:
             self.relative_offset(offset)  # raises IndexOffsetOverflowError
-        _PACK_ENTRY(self._mmap, entries * 8, relative, position)
+        _PACK_ENTRY(self._view, entries * 8, relative, position)
         self.last_offset = offset
         self.entries = entries + 1
 

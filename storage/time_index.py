@@ -29,7 +29,7 @@ class TimeIndex(AbstractIndex):
         self.last_entry = self.entry(self.entries - 1) if self.entries else TimestampOffset(NO_TIMESTAMP, self.base_offset)
 
     def _key_at(self, slot: int, by_value: bool) -> int:
-        timestamp, relative = _ENTRY.unpack_from(self._mmap, slot * 12)
+        timestamp, relative = _ENTRY.unpack_from(self._view, slot * 12)
         return timestamp if by_value else self.base_offset + relative
 
     def is_full(self) -> bool:
@@ -38,7 +38,7 @@ class TimeIndex(AbstractIndex):
     def entry(self, slot: int) -> TimestampOffset:
         if slot < 0 or slot >= self.entries:
             raise IndexError(f"slot {slot} out of range for {self.entries} entries in {self.path}")
-        timestamp, relative = _ENTRY.unpack_from(self._mmap, slot * 12)
+        timestamp, relative = _ENTRY.unpack_from(self._view, slot * 12)
         return TimestampOffset(timestamp, self.base_offset + relative)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
@@ -67,7 +67,7 @@ class TimeIndex(AbstractIndex):
             if timestamp > last.timestamp:
                 if entries >= self.max_entries:
                     raise InvalidOffsetError(f"time index {self.path} has no room for a final entry")
-                _PACK_ENTRY(self._mmap, entries * 12, timestamp, self.relative_offset(offset))
+                _PACK_ENTRY(self._view, entries * 12, timestamp, self.relative_offset(offset))
                 self.entries = entries + 1
                 self.last_entry = TimestampOffset(timestamp, offset)
 
