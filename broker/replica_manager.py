@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 EPOCH_DURING_DELETE = -2
+# Replica logs a LeaderAndIsr opens at once: enough to overlap their file creation and fsyncs,
+# few enough to leave the I/O pool's other threads to the requests of clients.
+LOG_OPENING_PARALLELISM = 4
 RunBlocking = Callable[..., Awaitable[Any]]
 
 
@@ -146,12 +149,19 @@ class ReplicaManager:
         topic_ids: dict[str, Any] = {}
         configs: dict[str, dict[str, str]] = {}
         for topic_state in request.topic_states:
+            topic_ids[topic_state.topic_name] = topic_state.topic_id
+            if topic_state.topic_name not in configs:
+                configs[topic_state.topic_name] = await self.run_blocking(topic_config, topic_state.topic_name)
+        refusals = {(ts.topic_name, state.partition_index): self._refusal(ts.topic_name, state)
+                    for ts in request.topic_states for state in ts.partition_states}
+        opened = self._open_replica_logs(
+            [(ts.topic_name, ts.topic_id, state) for ts in request.topic_states for state in ts.partition_states
+             if refusals[ts.topic_name, state.partition_index] is None], configs)
+        for topic_state in request.topic_states:
             topic = topic_state.topic_name
-            topic_ids[topic] = topic_state.topic_id
-            if topic not in configs:
-                configs[topic] = await self.run_blocking(topic_config, topic)
             for state in topic_state.partition_states:
-                error = await self._apply_partition_state(topic, topic_state.topic_id, state, configs[topic])
+                tp = (topic, state.partition_index)
+                error = refusals[tp] or await self._apply_partition_state(topic, topic_state.topic_id, state, opened[tp])
                 results.setdefault(topic, []).append(
                     LeaderAndIsrResponse.LeaderAndIsrPartitionError(
                         topic_name=topic, partition_index=state.partition_index, error_code=int(error)))
@@ -161,7 +171,8 @@ class ReplicaManager:
                 for t, errs in results.items()])
         return LeaderAndIsrResponse(error_code=0, partition_errors=[e for errs in results.values() for e in errs])
 
-    async def _apply_partition_state(self, topic: str, topic_id: Any, state: Any, config: dict[str, str]) -> Errors:
+    def _refusal(self, topic: str, state: Any) -> Errors | None:
+        """Kafka's error for a LeaderAndIsr partition state this broker does not apply, or None."""
         tp = (topic, state.partition_index)
         partition = self.partitions.get(tp)
         if partition is not None and state.leader_epoch < partition.leader_epoch:
@@ -172,10 +183,38 @@ class ReplicaManager:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
         if tp in self.offline_partitions:
             return Errors.KAFKA_STORAGE_ERROR
+        return None
+
+    def _open_replica_logs(self, states: list[tuple[str, Any, Any]], configs: dict[str, dict[str, str]],
+                           ) -> dict[TopicPartition, asyncio.Future[Log]]:
+        """Each replica's log, opened or created a few at a time in the I/O pool rather than one
+        after the other (a new topic, or every partition at start-up). A replica this broker did
+        not host has its new leader epoch checkpointed there too when this broker leads it: nothing
+        appends to a replica without a Partition, and make_leader finds the epoch in place instead
+        of writing the checkpoint on the event loop."""
+        slots = asyncio.Semaphore(LOG_OPENING_PARALLELISM)
+
+        def open_log(topic: str, topic_id: Any, state: Any, first_epoch: bool) -> Log:
+            tp_log = self.log_manager.get_or_create_log(
+                topic, state.partition_index, configs[topic], topic_id if topic_id != ZERO_UUID else None,
+                is_new=state.is_new)
+            if first_epoch:
+                tp_log.maybe_assign_epoch_start_offset(state.leader_epoch, tp_log.log_end_offset)
+            return tp_log
+
+        async def in_slot(topic: str, topic_id: Any, state: Any) -> Log:
+            first_epoch = (topic, state.partition_index) not in self.partitions and state.leader == self.broker_id
+            async with slots:
+                return await self.run_blocking(open_log, topic, topic_id, state, first_epoch)
+
+        return {(topic, state.partition_index): asyncio.ensure_future(in_slot(topic, topic_id, state))
+                for topic, topic_id, state in states}
+
+    async def _apply_partition_state(self, topic: str, topic_id: Any, state: Any, opened: asyncio.Future[Log]) -> Errors:
+        tp = (topic, state.partition_index)
+        partition = self.partitions.get(tp)
         try:
-            tp_log = await self.run_blocking(functools.partial(
-                self.log_manager.get_or_create_log, topic, state.partition_index, config,
-                topic_id if topic_id != ZERO_UUID else None, is_new=state.is_new))
+            tp_log = await opened
         except InconsistentMetadataError as exc:
             log.error("LeaderAndIsr for %s-%d: %s", topic, state.partition_index, exc)
             return Errors.INCONSISTENT_TOPIC_ID

@@ -121,6 +121,8 @@ class LogManager:
         self.initial_task_delay_ms = initial_task_delay_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        # Logs being created outside the lock: (the dir chosen first, set once it is registered or failed).
+        self._logs_in_creation: dict[TopicPartition, tuple[str, threading.Event]] = {}
         # Replicas being moved to another dir of this broker (Kafka's futureLogs).
         self._future_logs: dict[TopicPartition, Log] = {}
         # Where AlterReplicaLogDirs asked a replica this broker does not host yet to be created.
@@ -385,9 +387,13 @@ class LogManager:
     ) -> Log:
         """The partition's log; created if absent in its preferred dir (AlterReplicaLogDirs) or else
         the live dir holding the fewest logs. As Kafka's getOrCreateLog, a replica that should exist
-        already (``is_new`` False) is not created empty while a dir is offline: it may be there."""
+        already (``is_new`` False) is not created empty while a dir is offline: it may be there.
+
+        Logs of different partitions are created concurrently (the files and fsyncs of one new log
+        take milliseconds, a topic of 10,000 partitions waited for them one after the other); a
+        second caller for the same partition waits for the first one's log."""
+        tp = (topic, partition)
         with self._lock:
-            tp = (topic, partition)
             if overrides is not None:
                 self.topic_configs[topic] = dict(overrides)
             existing = self._logs.get(tp)
@@ -398,13 +404,28 @@ class LogManager:
             if not is_new and self.offline_log_dirs:
                 raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directories "
                                         f"{','.join(self.offline_log_dirs)} are offline")
-            preferred = self._preferred_log_dirs.get(tp)
-            candidates = [preferred] if preferred is not None else self.next_log_dirs()
+            in_creation = self._logs_in_creation.get(tp)
+            if in_creation is None:
+                preferred = self._preferred_log_dirs.get(tp)
+                candidates = [preferred] if preferred is not None else self.next_log_dirs()
+                self._logs_in_creation[tp] = (candidates[0] if candidates else "", threading.Event())
+        if in_creation is not None:
+            in_creation[1].wait()
+            return self.get_or_create_log(topic, partition, overrides, topic_id, is_new=is_new)
+        try:
             created = self._create_log(tp, candidates, partition_dir_name(topic, partition), topic_id)
-            self._add_log(tp, created, parent_dir(created))
-            self._preferred_log_dirs.pop(tp, None)
-            log.info("Created log for partition %s-%d in %s", topic, partition, created.dir)
-            return created
+            with self._lock:
+                log_dir = parent_dir(created)
+                if self.failure_channel.is_offline(log_dir):  # failed while the log was being created
+                    _close_quietly(created)
+                    raise KafkaStorageError(f"Log directory {log_dir} went offline while creating {topic}-{partition}")
+                self._add_log(tp, created, log_dir)
+                self._preferred_log_dirs.pop(tp, None)
+        finally:
+            with self._lock:
+                self._logs_in_creation.pop(tp)[1].set()
+        log.info("Created log for partition %s-%d in %s", topic, partition, created.dir)
+        return created
 
     def next_log_dirs(self) -> list[str]:
         """Kafka's nextLogDirs: the live dirs by how many logs (current and future) each holds,
@@ -415,6 +436,7 @@ class LogManager:
                 return live
             counts = Counter(self._log_dir_of.values())
             counts.update(parent_dir(tp_log) for tp_log in self._future_logs.values())
+            counts.update(log_dir for log_dir, _ in self._logs_in_creation.values())
             return sorted(live, key=counts.__getitem__)
 
     def _create_log(self, tp: TopicPartition, candidates: list[str], name: str, topic_id: uuid.UUID | None) -> Log:

@@ -139,3 +139,22 @@ def test_retention_first_runs_after_the_initial_task_delay(tmp_path: Path) -> No
     manager.stop_scheduler()
     assert log.log_start_offset == 3
     manager.shutdown()
+
+
+def test_logs_are_created_concurrently_and_one_partition_gets_one_log(tmp_path: Path) -> None:
+    """Creation runs outside the manager's lock: many threads asking for the same partitions get
+    the same log each, new logs are spread over the dirs counting those still being created."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    manager = _manager(tmp_path)
+    topic_id = uuid.uuid4()
+    with ThreadPoolExecutor(8) as pool:
+        logs = list(pool.map(lambda i: manager.get_or_create_log("wide", i % 40, topic_id=topic_id), range(160)))
+    for i, created in enumerate(logs):
+        assert created is logs[i % 40]
+    assert len({id(created) for created in logs}) == 40
+    per_dir = [sum(1 for created in logs[:40] if os.path.dirname(created.dir) == str(tmp_path / f"d{d}"))
+               for d in range(2)]
+    assert per_dir == [20, 20]
+    assert sorted(os.listdir(tmp_path / "d0") + os.listdir(tmp_path / "d1")).count("wide-0") == 1
+    manager.shutdown()
