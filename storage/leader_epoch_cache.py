@@ -124,8 +124,10 @@ class LeaderEpochFileCache:
             if not removed:
                 return
             kept = [e for e in self._entries if e.start_offset > start_offset]
-            self._entries = [EpochEntry(removed[-1].epoch, start_offset)] + kept
-            self.flush()
+            entries = [EpochEntry(removed[-1].epoch, start_offset), *kept]
+            if entries != self._entries:  # a log loaded at its start offset: nothing to rewrite and fsync
+                self._entries = entries
+                self.flush()
 
     def clear_and_flush(self) -> None:
         with self._lock:

@@ -110,6 +110,19 @@ def test_leader_epoch_truncation(tmp_path: Path) -> None:
     assert cache.epoch_entries() == [EpochEntry(1, 0), EpochEntry(3, 50)]
     cache.truncate_from_start(60)
     assert cache.epoch_entries() == [EpochEntry(3, 60)]
+    assert _cache(tmp_path).epoch_entries() == [EpochEntry(3, 60)]
+
+
+def test_leader_epoch_truncation_to_the_first_entry_writes_nothing(tmp_path: Path) -> None:
+    """Every log loaded at its start offset truncates its cache there: an fsync each at start-up
+    when the entries were written again unchanged."""
+    cache = _cache(tmp_path)
+    cache.assign(4, 10)
+    checkpoint = tmp_path / "leader-epoch-checkpoint"
+    os.utime(checkpoint, (0, 0))  # a rewrite would move it
+    cache.truncate_from_start(10)
+    cache.truncate_from_start(5)
+    assert cache.epoch_entries() == [EpochEntry(4, 10)] and checkpoint.stat().st_mtime == 0
 
 
 def test_corrupt_leader_epoch_checkpoint_is_flagged(tmp_path: Path) -> None:
