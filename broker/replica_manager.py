@@ -154,9 +154,12 @@ class ReplicaManager:
                 configs[topic_state.topic_name] = await self.run_blocking(topic_config, topic_state.topic_name)
         refusals = {(ts.topic_name, state.partition_index): self._refusal(ts.topic_name, state)
                     for ts in request.topic_states for state in ts.partition_states}
-        opened = self._open_replica_logs(
-            [(ts.topic_name, ts.topic_id, state) for ts in request.topic_states for state in ts.partition_states
-             if refusals[ts.topic_name, state.partition_index] is None], configs)
+        accepted = [(ts.topic_name, ts.topic_id, state) for ts in request.topic_states for state in ts.partition_states
+                    if refusals[ts.topic_name, state.partition_index] is None]
+        # As Kafka's makeLeaders: the fetchers of every partition to lead stop first, once.
+        await self._stop_fetching([(topic, state.partition_index) for topic, _, state in accepted
+                                   if state.leader == self.broker_id])
+        opened = self._open_replica_logs(accepted, configs)
         for topic_state in request.topic_states:
             topic = topic_state.topic_name
             for state in topic_state.partition_states:
@@ -188,10 +191,10 @@ class ReplicaManager:
     def _open_replica_logs(self, states: list[tuple[str, Any, Any]], configs: dict[str, dict[str, str]],
                            ) -> dict[TopicPartition, asyncio.Future[Log]]:
         """Each replica's log, opened or created a few at a time in the I/O pool rather than one
-        after the other (a new topic, or every partition at start-up). A replica this broker did
-        not host has its new leader epoch checkpointed there too when this broker leads it: nothing
-        appends to a replica without a Partition, and make_leader finds the epoch in place instead
-        of writing the checkpoint on the event loop."""
+        after the other (a new topic, or every partition at start-up). A replica this broker is to
+        lead and does not lead yet has its new leader epoch checkpointed there too: nothing
+        appends to it meanwhile (clients are refused, its fetcher is stopped), and make_leader
+        finds the epoch in place instead of writing the checkpoint on the event loop."""
         slots = asyncio.Semaphore(LOG_OPENING_PARALLELISM)
 
         def open_log(topic: str, topic_id: Any, state: Any, first_epoch: bool) -> Log:
@@ -203,7 +206,8 @@ class ReplicaManager:
             return tp_log
 
         async def in_slot(topic: str, topic_id: Any, state: Any) -> Log:
-            first_epoch = (topic, state.partition_index) not in self.partitions and state.leader == self.broker_id
+            hosted = self.partitions.get((topic, state.partition_index))
+            first_epoch = state.leader == self.broker_id and (hosted is None or not hosted.is_leader)
             async with slots:
                 return await self.run_blocking(open_log, topic, topic_id, state, first_epoch)
 
