@@ -14,6 +14,7 @@ import functools
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -156,6 +157,9 @@ class Log:
         self.truncation_count = 0
         # The future log that replaced this one in another log dir (set under the lock by the swap).
         self.moved_to: Log | None = None
+        # The topic id its partition.metadata holds, once the LogManager has written or checked it
+        # (Kafka's UnifiedLog._topicId): later LeaderAndIsr requests compare without reading the file.
+        self.topic_id: uuid.UUID | None = None
         current = now_ms() if now is None else now
         loaded = LogLoader(
             directory, config, self.segments, self.producers, self.leader_epoch_cache,

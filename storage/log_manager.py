@@ -398,8 +398,9 @@ class LogManager:
                 self.topic_configs[topic] = dict(overrides)
             existing = self._logs.get(tp)
             if existing is not None:
-                if topic_id is not None:
+                if topic_id is not None and existing.topic_id != topic_id:
                     self._check_topic_id(existing.dir, topic_id)
+                    existing.topic_id = topic_id
                 return existing
             if not is_new and self.offline_log_dirs:
                 raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directories "
@@ -451,11 +452,13 @@ class LogManager:
                 fsync_dir(log_dir)
                 if topic_id is not None:
                     write_partition_metadata(path, topic_id)
-                return Log(
+                created = Log(
                     path, self.config_for(tp[0]), topic_partition=partition_dir_name(*tp),
                     had_clean_shutdown=True, producer_state_config=self.producer_state_config,
                     failure_channel=self.failure_channel,
                 )
+                created.topic_id = topic_id
+                return created
             except OSError as exc:
                 message = f"Error while creating log for {name} in dir {log_dir}"
                 log.warning("%s: %s", message, exc)
