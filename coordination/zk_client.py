@@ -39,6 +39,7 @@ from kazoo.retry import KazooRetry
 
 from coordination.errors import ZooKeeperUnavailableError
 from coordination.histogram import SynchronizedHistogram
+from coordination.polling_handler import PollingThreadingHandler
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ class ZooKeeperClient:
             hosts=hosts,
             timeout=self.session_timeout_ms / 1000,
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
+            handler=PollingThreadingHandler(),
         )
 
     def _start_kazoo(self, client: KazooClient) -> None:
