@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from bench.broker_bench import percentiles_ms
+from bench.broker_bench import create_topic, percentiles_ms
 from bench.vs_kafka_kinds import BrokerKind, rss_mb
 from bench.vs_kafka_table import Results, Row
 from tests.harness.broker import BrokerProcess
@@ -116,6 +116,9 @@ def controller_failover(kind: BrokerKind, survivor: BrokerProcess) -> float:
     survivor names itself controller in its Metadata and a topic created through it has a leader."""
     controller = kind.brokers[0]
     assert isinstance(controller, BrokerProcess)
+    # Polled for the controller id: Metadata of all topics (thousands of partitions) every 10 ms
+    # would load the survivor while it takes over, a topic of one partition does not.
+    create_topic(survivor.bootstrap, "failover-probe", 1, replicas=[survivor.broker_id])
     zk = KazooClient(hosts=kind.zk_connect)
     zk.start(30)
     try:
@@ -152,7 +155,7 @@ def _names_broker_0(zk: KazooClient) -> bool:
 def wait_for_controller(broker: BrokerProcess, timeout: float = LEADERS_TIMEOUT) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     deadline = time.monotonic() + timeout
-    while admin.list_topics(timeout=30).controller_id != broker.broker_id:
+    while admin.list_topics("failover-probe", timeout=30).controller_id != broker.broker_id:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{broker} does not name itself controller after {timeout} s")
         time.sleep(0.01)
