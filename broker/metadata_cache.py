@@ -7,11 +7,15 @@ Everything here runs on the broker's event loop, so the maps need no locking.
 
 from __future__ import annotations
 
+import itertools
 import uuid
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from protocol.schema import ZERO_UUID
+
+T = TypeVar("T")
 
 LEADER_DURING_DELETE = -2
 NO_LEADER = -1
@@ -45,17 +49,27 @@ class MetadataCache:
         self.partitions: dict[str, dict[int, PartitionMetadata]] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
+        # What memoized() answers from: a stamp per topic and one for the live brokers, moved by
+        # every UpdateMetadata that carries the topic or changes the brokers.
+        self._stamps = itertools.count(1)
+        self.topic_stamps: dict[str, int] = {}
+        self.brokers_stamp = 0
+        self._answers: dict[str, dict[Hashable, tuple[tuple[int, int], Any]]] = {}
 
     def update_metadata(self, request: Any) -> list[tuple[str, int]]:
         """Apply an UpdateMetadata request (v5+); returns the partitions deleted by it."""
         self.controller_id = request.controller_id if request.controller_id >= 0 else None
-        self.brokers = {
+        brokers = {
             b.id: BrokerNode(b.id, b.rack, {ep.listener: (ep.host, ep.port) for ep in b.endpoints})
             for b in request.live_brokers
         }
+        if brokers != self.brokers:
+            self.brokers = brokers
+            self.brokers_stamp = next(self._stamps)
         deleted: list[tuple[str, int]] = []
         for topic_state in request.topic_states:
             topic = topic_state.topic_name
+            self.topic_stamps[topic] = next(self._stamps)
             if topic_state.topic_id != ZERO_UUID:
                 self.topic_ids[topic] = topic_state.topic_id
                 self.topic_names[topic_state.topic_id] = topic
@@ -73,13 +87,29 @@ class MetadataCache:
     def _remove_partition(self, topic: str, partition: int) -> None:
         parts = self.partitions.get(topic)
         if parts is None:
+            self.topic_stamps.pop(topic, None)
             return
         parts.pop(partition, None)
         if not parts:
             del self.partitions[topic]
+            self.topic_stamps.pop(topic, None)
+            self._answers.pop(topic, None)
             topic_id = self.topic_ids.pop(topic, None)
             if topic_id is not None:
                 self.topic_names.pop(topic_id, None)
+
+    def memoized(self, topic: str, variant: Hashable, build: Callable[[], T]) -> T:
+        """``build()``'s answer about ``topic`` (one per ``variant``), built again only once an
+        UpdateMetadata has changed the topic or the live brokers: Metadata of every topic of a
+        broker with 10,000 partitions rebuilt them all for each request."""
+        stamp = (self.brokers_stamp, self.topic_stamps.get(topic, 0))
+        answers = self._answers.setdefault(topic, {})
+        found = answers.get(variant)
+        if found is not None and found[0] == stamp:
+            return found[1]  # type: ignore[no-any-return]
+        answer = build()
+        answers[variant] = (stamp, answer)
+        return answer
 
     # --- queries ----------------------------------------------------------------------------
     def contains_topic(self, topic: str) -> bool:

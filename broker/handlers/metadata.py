@@ -7,6 +7,7 @@ AdminZkClient and answers LEADER_NOT_AVAILABLE until the controller has elected 
 
 from __future__ import annotations
 
+import copy
 import logging
 import uuid
 from typing import Any
@@ -71,7 +72,15 @@ def topic_metadata(services: BrokerServices, topic: str, listener: str, version:
 
     The per-partition loop of Metadata for every topic (10,000 partitions for a ``list_topics()`` of
     a big broker): the cache's replica lists go into the response as they are, and the broker
-    checks are set lookups."""
+    checks are set lookups. The answer is kept until an UpdateMetadata changes the topic or the
+    brokers (``MetadataCache.memoized``): callers copy it before changing it."""
+    cache = services.metadata_cache
+    return cache.memoized(topic, (listener, version),
+                          lambda: _build_topic_metadata(services, topic, listener, version, reachable))
+
+
+def _build_topic_metadata(services: BrokerServices, topic: str, listener: str, version: int,
+                          reachable: frozenset[int] | None) -> Any:
     cache = services.metadata_cache
     live = cache.brokers
     if reachable is None:
@@ -182,6 +191,7 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
         names, unknown_ids = _requested_names(services, body, version)
         topics = [await _named_topic(services, request, name, version, allow_auto_create) for name in names]
     if version >= 8 and body.include_topic_authorized_operations:
+        topics = [copy.copy(topic) for topic in topics]  # the answers topic_metadata keeps stay as they are
         for topic in topics:
             if topic.error_code != Errors.TOPIC_AUTHORIZATION_FAILED:
                 topic.topic_authorized_operations = auth.authorized_operations(request, ResourceType.TOPIC, topic.name)
