@@ -50,14 +50,16 @@ class MetadataCache:
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
         # What memoized() answers from: a stamp per topic and one for the live brokers, moved by
-        # every UpdateMetadata that carries the topic or changes the brokers.
+        # every UpdateMetadata that carries the topic or changes the brokers, and one moved by each.
         self._stamps = itertools.count(1)
+        self.stamp = 0
         self.topic_stamps: dict[str, int] = {}
         self.brokers_stamp = 0
-        self._answers: dict[str, dict[Hashable, tuple[tuple[int, int], Any]]] = {}
+        self._answers: dict[str | None, dict[Hashable, tuple[tuple[int, int], Any]]] = {}
 
     def update_metadata(self, request: Any) -> list[tuple[str, int]]:
         """Apply an UpdateMetadata request (v5+); returns the partitions deleted by it."""
+        self.stamp = next(self._stamps)
         self.controller_id = request.controller_id if request.controller_id >= 0 else None
         brokers = {
             b.id: BrokerNode(b.id, b.rack, {ep.listener: (ep.host, ep.port) for ep in b.endpoints})
@@ -98,11 +100,12 @@ class MetadataCache:
             if topic_id is not None:
                 self.topic_names.pop(topic_id, None)
 
-    def memoized(self, topic: str, variant: Hashable, build: Callable[[], T]) -> T:
+    def memoized(self, topic: str | None, variant: Hashable, build: Callable[[], T]) -> T:
         """``build()``'s answer about ``topic`` (one per ``variant``), built again only once an
         UpdateMetadata has changed the topic or the live brokers: Metadata of every topic of a
-        broker with 10,000 partitions rebuilt them all for each request."""
-        stamp = (self.brokers_stamp, self.topic_stamps.get(topic, 0))
+        broker with 10,000 partitions rebuilt them all for each request. ``topic`` None: an
+        answer about the whole cache, built again after any UpdateMetadata."""
+        stamp = (self.stamp, 0) if topic is None else (self.brokers_stamp, self.topic_stamps.get(topic, 0))
         answers = self._answers.setdefault(topic, {})
         found = answers.get(variant)
         if found is not None and found[0] == stamp:

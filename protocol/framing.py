@@ -58,8 +58,12 @@ def encode_response(body_obj: Message, api_key: int, version: int, correlation_i
 
 def encode_response_parts(body_obj: Message, api_key: int, version: int, correlation_id: int) -> list[Any]:
     """A response frame as parts: size prefix and header first, then ``encode_parts``."""
+    return frame_response_parts(body_obj.encode_parts(version), api_key, version, correlation_id)
+
+
+def frame_response_parts(parts: list[Any], api_key: int, version: int, correlation_id: int) -> list[Any]:
+    """A response frame of a body already encoded as ``parts``: size prefix and header first."""
     header = encode_response_header(correlation_id, response_header_version(api_key, version))
-    parts = body_obj.encode_parts(version)
     size = len(header) + sum(map(len, parts))
     if size > 0x7FFFFFFF:
         raise ProtocolError(f"response of {size} bytes is too large for one frame")

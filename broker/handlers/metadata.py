@@ -180,6 +180,12 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
     allow_auto_create = config.auto_create_topics_enable and (version < 4 or body.allow_auto_topic_creation)
     unknown_ids: list[Any] = []
     auth = services.auth
+    if all_topics and auth.authorizer is None and not (version >= 8 and (
+            body.include_topic_authorized_operations or body.include_cluster_authorized_operations)):
+        # The same bytes for every such request until the next UpdateMetadata (a client's
+        # list_topics() on a broker with 10,000 partitions encoded them all each time).
+        answer, parts = cache.memoized(None, (listener, version), lambda: _encoded_all_topics(services, listener, version))
+        return Response.send_encoded(request, copy.copy(answer), parts)
     if all_topics:
         # Topics the request may not DESCRIBE are left out: their existence is not disclosed.
         described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, cache.all_topics(),
@@ -195,14 +201,27 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
         for topic in topics:
             if topic.error_code != Errors.TOPIC_AUTHORIZATION_FAILED:
                 topic.topic_authorized_operations = auth.authorized_operations(request, ResourceType.TOPIC, topic.name)
-    brokers = [MetadataResponse.MetadataResponseBroker(node_id=node.broker_id, host=host, port=port, rack=node.rack)
-               for node, host, port in cache.alive_brokers(listener)]
-    response = MetadataResponse(
-        throttle_time_ms=0, brokers=brokers, cluster_id=services.cluster_id,
-        controller_id=cache.controller_id if cache.controller_id is not None else -1, topics=unknown_ids + topics,
-    )
+    response = _response(services, listener, unknown_ids + topics)
     if 8 <= version <= 10 and body.include_cluster_authorized_operations:
         response.cluster_authorized_operations = (
             auth.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
             if auth.authorize_cluster(request, AclOperation.DESCRIBE) else 0)
     return Response.send(request, response)
+
+
+def _response(services: BrokerServices, listener: str, topics: list[Any]) -> Any:
+    cache = services.metadata_cache
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=node.broker_id, host=host, port=port, rack=node.rack)
+               for node, host, port in cache.alive_brokers(listener)]
+    return MetadataResponse(
+        throttle_time_ms=0, brokers=brokers, cluster_id=services.cluster_id,
+        controller_id=cache.controller_id if cache.controller_id is not None else -1, topics=topics,
+    )
+
+
+def _encoded_all_topics(services: BrokerServices, listener: str, version: int) -> tuple[Any, list[Any]]:
+    """The answer to Metadata of all topics without an authorizer, and its encoding."""
+    reachable = reachable_brokers(services, listener)
+    answer = _response(services, listener, [topic_metadata(services, t, listener, version, reachable)
+                                            for t in services.metadata_cache.all_topics()])
+    return answer, answer.encode_parts(version)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.api_keys import request_class
-from protocol.framing import encode_response_parts
+from protocol.framing import encode_response_parts, frame_response_parts
 from protocol.headers import RequestHeader
 from protocol.messages import Message
 
@@ -104,6 +104,15 @@ class Response:
         version = header.api_version if version is None else version
         parts = encode_response_parts(body, header.api_key, version, header.correlation_id)
         return cls(request, ResponseAction.SEND, parts, body, version)
+
+    @classmethod
+    def send_encoded(cls, request: Request, body: Message, parts: list[Any]) -> Response:
+        """``send`` of a body encoded before, at the request's version, as ``parts`` (``encode_parts``);
+        ``body`` is what ``throttle`` changes and encodes again, so it must be the caller's own."""
+        header = request.header
+        return cls(request, ResponseAction.SEND,
+                   frame_response_parts(parts, header.api_key, header.api_version, header.correlation_id),
+                   body, header.api_version)
 
     def throttle(self, throttle_ms: int) -> None:
         """Kafka's quota throttling: the response says ``throttle_time_ms`` and the connection is muted

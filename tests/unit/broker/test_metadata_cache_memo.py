@@ -44,3 +44,18 @@ def test_an_answer_is_reused_until_its_topic_or_the_brokers_change() -> None:
     assert not cache.contains_topic("a") and "a" not in cache.topic_stamps
     cache.update_metadata(_update({"a": 1}, brokers=(1, 2)))  # created again
     assert answer() == 5 and built[-1] == 1
+
+
+def test_an_answer_about_the_whole_cache_is_rebuilt_after_any_update() -> None:
+    cache = MetadataCache(broker_id=1)
+    cache.update_metadata(_update({"a": 1}))
+    built: list[list[str]] = []
+
+    def answer() -> list[str]:
+        return cache.memoized(None, ("PLAINTEXT", 12), lambda: built.append(cache.all_topics()) or built[-1])
+
+    assert answer() == ["a"] and answer() == ["a"] and len(built) == 1
+    cache.update_metadata(_update({"b": 1}))
+    assert answer() == ["a", "b"] and len(built) == 2
+    cache.update_metadata(_update({}))  # nothing but the brokers and the controller: still a new answer
+    assert answer() == ["a", "b"] and len(built) == 3
