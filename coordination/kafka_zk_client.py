@@ -351,8 +351,8 @@ class KafkaZkClient:
         for topic in {tp.topic for tp in states}:
             self.zk.ensure_persistent_path(topic_partitions_path(topic))
         client = self.zk.kazoo  # each partition's node (null data, as Kafka's), pipelined; existing ones are fine
-        for tp, result in zip(states, self.zk.call_many(
-                [functools.partial(client.create_async, topic_partition_path(*tp), None) for tp in states])):
+        for result in self.zk.call_many(
+                [functools.partial(client.create_async, topic_partition_path(*tp), None) for tp in states]):
             if isinstance(result, Exception) and not isinstance(result, NodeExistsError):
                 raise result
         writes = self._fenced_multi_many(epoch_zk_version, [
