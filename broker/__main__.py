@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import gc
 import io
 import logging
@@ -56,8 +57,8 @@ def watch_slow_callbacks(loop: asyncio.AbstractEventLoop, threshold_ms: float) -
 
 def _raise_open_files_limit() -> None:
     """Open files up to the hard limit, as the JVM does for Kafka (HotSpot's MaxFDLimit): each
-    partition holds its active segment's log and two memory-mapped indexes open (Python's mmap keeps
-    a descriptor of its own), and every client connection takes one more."""
+    partition holds its active segment's log open (its indexes are mapped without one,
+    storage/mapped_file.py), and every client connection takes one more."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != hard:
         try:
@@ -78,6 +79,9 @@ async def _run(config: KafkaConfig, slow_callback_ms: float | None = None) -> in
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, _dump_stacks)
+    # SIGQUIT (kill -3, a JVM's thread dump): every thread's stack from the signal handler itself,
+    # so it answers even when the event loop is stuck and SIGUSR1's dump would never run.
+    faulthandler.register(signal.SIGQUIT, file=sys.stderr, all_threads=True)
     if test_clock_file := os.environ.get(clock.TEST_CLOCK_OFFSET_FILE_ENV):  # tests/faults only
         loop.add_signal_handler(signal.SIGUSR2, clock.apply_test_clock_offset, test_clock_file)
     try:

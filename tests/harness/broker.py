@@ -251,6 +251,20 @@ class BrokerProcess:
             process.kill()  # SIGKILL ends a stopped process too
             process.wait(10)
 
+    def dump_threads_if_stuck(self) -> None:
+        """For a failure's diagnosis, before the broker is stopped: when it no longer answers
+        Metadata, SIGQUIT makes it write every thread's stack to its log (``kill -3``), which works
+        even when its event loop is stuck."""
+        from protocol.messages import MetadataRequest
+
+        if self.process is None or self.process.poll() is not None or self.paused:
+            return
+        try:
+            self.request(3, 12, MetadataRequest(topics=[], allow_auto_topic_creation=False), timeout=3.0)
+        except OSError:
+            self.process.send_signal(signal.SIGQUIT)
+            time.sleep(0.5)
+
     def log_tail(self, lines: int = 60) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

@@ -59,8 +59,11 @@ def broker(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
         process.start()
         yield process
     finally:
+        failed = _failed(request)
+        if failed:
+            process.dump_threads_if_stuck()
         process.stop()
-        if _failed(request):
+        if failed:
             print(f"--- broker log ({process.log_path}) ---\n{process.log_tail(200)}")
 
 
@@ -79,6 +82,8 @@ def module_broker(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.Te
         process.start()
         yield process
     finally:
+        if request.session.testsfailed:
+            process.dump_threads_if_stuck()
         process.stop()
         if request.session.testsfailed:
             print(f"--- broker log ({process.log_path}) ---\n{process.log_tail(200)}")
@@ -94,8 +99,12 @@ def cluster3(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) ->
         created.start()
         yield created
     finally:
+        failed = _failed(request)
+        if failed:
+            for b in created.brokers:
+                b.dump_threads_if_stuck()
         created.stop()
-        if _failed(request):
+        if failed:
             for b in created.brokers:
                 print(f"--- broker {b.broker_id} log ---\n{b.log_tail(100)}")
 

@@ -50,7 +50,8 @@ class JbodCluster:
 
 
 @pytest.fixture(scope="module")
-def jbod_cluster(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JbodCluster]:
+def jbod_cluster(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory,
+                 request: pytest.FixtureRequest) -> Iterator[JbodCluster]:
     if reason := loop_disks_unavailable_reason():
         pytest.skip(reason)
     tmp = tmp_path_factory.mktemp("jbod-cluster")
@@ -69,6 +70,9 @@ def jbod_cluster(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.Tem
         yield JbodCluster(brokers, disks, plain)
     finally:
         for broker in brokers:
+            if request.session.testsfailed:
+                broker.dump_threads_if_stuck()
+                print(f"--- broker {broker.broker_id} log ---\n{broker.log_tail(300)}")
             broker.kill()
         remove_tag_mounts(tag)
         for disk in disks:
