@@ -253,8 +253,8 @@ class BrokerProcess:
 
     def dump_threads_if_stuck(self) -> None:
         """For a failure's diagnosis, before the broker is stopped: when it no longer answers
-        Metadata, SIGQUIT makes it write every thread's stack to its log (``kill -3``), which works
-        even when its event loop is stuck."""
+        Metadata, it writes every asyncio task's stack to its log (SIGUSR1: its handlers may all be
+        waiting) and every thread's (SIGQUIT, ``kill -3``: works even when its event loop is stuck)."""
         from protocol.messages import MetadataRequest
 
         if self.process is None or self.process.poll() is not None or self.paused:
@@ -262,6 +262,8 @@ class BrokerProcess:
         try:
             self.request(3, 12, MetadataRequest(topics=[], allow_auto_topic_creation=False), timeout=3.0)
         except OSError:
+            self.process.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)
             self.process.send_signal(signal.SIGQUIT)
             time.sleep(0.5)
 
