@@ -175,8 +175,9 @@ class Partition:
         if log is None or self.leader_id != self.broker_id:
             return False
         hw = log.log_end_offset
-        for r in self.maximal_isr:
-            if r != self.broker_id:
+        me = self.broker_id
+        for r in self.isr if self.pending_isr is None else self.maximal_isr:  # maximal_isr, inlined
+            if r != me:
                 follower = self.followers.get(r)
                 hw = min(hw, follower.log_end_offset if follower is not None else -1)
         return log.maybe_increment_high_watermark(hw)

@@ -21,13 +21,13 @@ from typing import Union
 
 from protocol.errors import Errors, KafkaApiError
 from protocol.exceptions import CorruptRecordError, UnsupportedCompressionError
-from protocol.records.batch import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, NO_TIMESTAMP, \
+from protocol.records.batch import BATCH_LENGTH_OFFSET, COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAGIC_OFFSET, NO_TIMESTAMP, \
     RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, BatchHeader, iter_batch_positions, read_batch_header
 from protocol.records.compression import CompressionType
 from protocol.records.conversion import recompress_batch, upconvert_to_v2
 from protocol.records.log_entry import LogEntryHeader, validate_log_entry
 from protocol.records.record import batch_record_data, decode_records, scan_records
-from storage.log_config import LONG_MAX, LogConfig
+from storage.log_config import LogConfig
 from storage.log_validator import Batches
 
 Buffer = Union[bytearray, memoryview]
@@ -104,9 +104,11 @@ def validate_records(records: Buffer | None, produce_version: int, config: LogCo
         if header.compression == CompressionType.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
             raise RecordValidationError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
                                         "Produce requests below version 7 cannot carry zstd batches")
+    scan_all = config.checks_each_record
     for position, header in entries:
         assert isinstance(header, BatchHeader)
-        _check_records(records, position, header, config, target, topic_partition)
+        if scan_all or header.attributes & (COMPRESSION_CODEC_MASK | TIMESTAMP_TYPE_MASK):
+            _check_records(records, position, header, config, target, topic_partition)
     if target is not None and any(h.compression != target for _, h in entries):
         return _recompress(records, entries, target), None
     return records, entries
@@ -115,10 +117,9 @@ def validate_records(records: Buffer | None, produce_version: int, config: LogCo
 def _check_records(records: Buffer, position: int, header: BatchHeader, config: LogConfig,
                    target: CompressionType | None, topic_partition: str) -> None:
     """LogValidator's per-record checks, reading the records only when one of them applies."""
-    before_ms, after_ms = config.timestamp_before_max_ms, config.timestamp_after_max_ms
     producer_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
     create_time = not config.log_append_time
-    bounded = create_time and (before_ms != LONG_MAX or after_ms != LONG_MAX)
+    bounded = config.bounds_create_time
     compressed = header.compression != CompressionType.NONE
     # Kafka rejects LogAppendTime from producers only where it cannot take the batch's time instead.
     bad_append_time = producer_append_time and (not create_time or header.max_timestamp == NO_TIMESTAMP)
@@ -139,7 +140,8 @@ def _check_records(records: Buffer, position: int, header: BatchHeader, config: 
             errors.setdefault(index, (Errors.INVALID_TIMESTAMP, f"Invalid timestamp type in message {description}. "
                                                                  "Producer should not set timestamp type to LogAppendTime."))
     elif bounded:
-        _check_timestamps(header, scan.timestamp_deltas, producer_append_time, before_ms, after_ms, errors)
+        _check_timestamps(header, scan.timestamp_deltas, producer_append_time, config.timestamp_before_max_ms,
+                          config.timestamp_after_max_ms, errors)
     if errors:
         _raise_record_errors(errors)
     if compressed and not scan.consecutive and in_place:

@@ -486,7 +486,8 @@ class ReplicaManager:
         ``Log.append_as_leader``).
         """
         tp_log = partition.leader_log()
-        partition.check_min_isr(required_acks)
+        if required_acks == -1:
+            partition.check_min_isr(required_acks)
         # A page-cache write takes microseconds: a thread hop would cost more, and the GIL handed
         # back and forth between the loop and a pool thread stalls the loop (py-spy: half its time
         # in sendmsg waiting for the GIL at 10,000 produce requests/s). Rolls and fsyncs go to the pool.

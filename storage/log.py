@@ -239,14 +239,17 @@ class Log:
             self._check_not_moved()
             return self._set_high_watermark(offset)
 
-    @follows_move
     def maybe_increment_high_watermark(self, offset: int) -> bool:
+        # After every produce append: ``follows_move`` and ``_set_high_watermark`` spelled out.
         with self._lock:
-            self._check_not_moved()
-            if offset <= self._high_watermark:
-                return False
-            self._set_high_watermark(offset)
-            return True
+            moved_to = self.moved_to
+            if moved_to is None:
+                if offset <= self._high_watermark:
+                    return False
+                hw = self._high_watermark = min(max(offset, self._log_start_offset), self._next_offset)
+                self.producers.on_high_watermark_updated(hw)
+                return True
+        return moved_to.maybe_increment_high_watermark(offset)  # outside this lock, as follows_move
 
     def _set_high_watermark(self, offset: int) -> int:
         hw = min(max(offset, self._log_start_offset), self._next_offset)

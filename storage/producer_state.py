@@ -455,6 +455,8 @@ class ProducerStateManager:
         self._unreplicated[completed.first_offset] = TxnMetadata(txn.producer_id, txn.first_offset, completed.last_offset)
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
+        if not self._unreplicated:  # every append of a produce moves the HW: mostly nothing to drop
+            return
         for first in [f for f, t in self._unreplicated.items() if t.last_offset is not None and t.last_offset < high_watermark]:
             del self._unreplicated[first]
 
