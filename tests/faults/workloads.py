@@ -312,7 +312,8 @@ class TransactionalCopyWorkload(ConfluentWorkload):
     def check(self, bootstrap: str) -> list[str]:
         from tests.faults.checkers import check_transactional_copy
 
-        violations = [f"copier stopped: {self.copier.failure!r}"] if self.copier.failure is not None else []
+        violations = [f"copier stopped: {self.copier.failure!r} after {self.copier.errors[-5:]}"] \
+            if self.copier.failure is not None else []
         violations += [self.stop_problem] if self.stop_problem else []
         deadline = time.monotonic() + OPEN_TRANSACTION_BOUND
         fates = read_transactional_log(bootstrap, self.output)

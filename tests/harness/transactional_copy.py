@@ -6,6 +6,8 @@ transaction (``send_offsets_to_transaction``) before committing, so output and i
 commit together. It handles errors as librdkafka's transactional API asks: a retriable commit is
 retried, an abortable error aborts and rewinds the consumer to the group's committed offsets, a
 fatal one (the producer was fenced) replaces the producer, which fences the old one, and rewinds.
+An abort refused because no transaction is open any more (it ended while a call was being retried)
+only rewinds: the group's committed offsets tell whether it committed.
 ``send_offsets_to_transaction`` can block past its timeout in librdkafka when the group coordinator
 moves or is down (confluentinc/librdkafka#5456, #5511): a call stuck so is left behind and its
 producer replaced, as after a fatal error.
@@ -62,6 +64,13 @@ def _bounded(call: Callable[[], Any], timeout: float, name: str) -> None:
 def _abortable(exc: BaseException) -> bool:
     """An error after which the same producer aborts and goes on (not fatal, not stuck)."""
     return isinstance(exc, KafkaException) and not exc.args[0].fatal()
+
+
+def _no_transaction_open(exc: BaseException) -> bool:
+    """librdkafka's _STATE answer when no transaction is open any more: the one a call failed in
+    ended meanwhile (a retried commit that completed, an abort that did); nothing is left to abort."""
+    return isinstance(exc, KafkaException) and exc.args[0].code() == KafkaError._STATE \
+        and exc.args[0].str().endswith("in state Ready")
 
 
 def _describe(exc: BaseException) -> str:
@@ -160,15 +169,18 @@ class TransactionalCopier(threading.Thread):
             self.errors.append(_describe(exc))
             if self._stopping.is_set():
                 return producer  # stopping: the coordinator aborts what is left open on its timeout
-            if _abortable(exc):
+            if _abortable(exc) and not _no_transaction_open(exc):
                 self.aborts += 1
                 try:
                     self._retrying(lambda: producer.abort_transaction(API_TIMEOUT_S))
                 except KafkaException as abort_failure:  # fenced meanwhile (the transaction timed out)
-                    if _abortable(abort_failure):
-                        raise
                     self.errors.append(_describe(abort_failure))
-                    exc = abort_failure
+                    if _no_transaction_open(abort_failure):
+                        pass  # it ended meanwhile: the group's offsets say how (the rewind below)
+                    elif _abortable(abort_failure):
+                        raise
+                    else:
+                        exc = abort_failure
             if not _abortable(exc):
                 self.fenced += 1
                 producer = self._new_producer()  # bumps the epoch: the old producer can write nothing more
