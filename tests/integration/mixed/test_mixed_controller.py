@@ -88,11 +88,17 @@ def _exercise_controller(mixed: MixedCluster, controller: Any, quick: bool = Fal
                             f"a leader for {topic}-0 after a controlled shutdown")
             other_kind.start(60)
             wait_for_full_isr(mixed, topic, 2)
+            # The producer's batches the shutdown left unanswered reach the new leaders before the next
+            # failure: killed now, the restarted replica could become leader with only its snapshot's
+            # last batch per producer to recognise retries by, and librdkafka would call the retry of an
+            # older unanswered batch a fatal sequence desynchronization (Kafka's snapshots keep one too).
+            producer.wait_for_progress(50)
             same_kind.kill()
             wait_for_leader(mixed, topic, 1, lambda leader: leader == rest[0],
                             f"a leader for {topic}-1 after a SIGKILL")
             mixed.restart_after_kill(same_kind)
             wait_for_full_isr(mixed, topic, 2)
+            producer.wait_for_progress(50)
             elect_preferred(mixed, topic, [0, 1])
             wait_for_leader(mixed, topic, 0, lambda leader: leader == other_kind.broker_id, "the preferred leader")
             wait_for_leader(mixed, topic, 1, lambda leader: leader == same_kind.broker_id, "the preferred leader")

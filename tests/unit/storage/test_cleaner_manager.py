@@ -145,7 +145,9 @@ def test_the_log_managers_cleaner_threads_compact_truncations_pause_them_deletio
         assert latest_values(tp_log) == {b"k%d" % k: b"v" * 30 for k in range(5)}
         tp_log.truncate_to(3)  # below the cleaned point: the checkpoint follows the log back
         assert checkpoint.read_text() == f"0\n1\nt 0 {tp_log.active_segment.base_offset}\n"
-        assert manager.cleaner is not None and manager.cleaner.manager.cleaning_state(TP) is None
+        assert manager.cleaner is not None
+        state = manager.cleaner.manager.cleaning_state(TP)  # the pause ended (a cleaner may have taken it again)
+        assert state is None or state == IN_PROGRESS
         manager.delete_log("t", 0)
         assert checkpoint.read_text() == "0\n0\n"
     finally:
