@@ -21,8 +21,8 @@ from typing import Union
 
 from protocol.errors import Errors, KafkaApiError
 from protocol.exceptions import CorruptRecordError, UnsupportedCompressionError
-from protocol.records.batch import BATCH_LENGTH_OFFSET, COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAGIC_OFFSET, NO_TIMESTAMP, \
-    RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, BatchHeader, iter_batch_positions, read_batch_header
+from protocol.records.batch import BATCH_LENGTH_OFFSET, COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAGIC_OFFSET, \
+    NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, BatchHeader, iter_batch_positions, read_batch_header
 from protocol.records.compression import CompressionType
 from protocol.records.conversion import recompress_batch, upconvert_to_v2
 from protocol.records.log_entry import LogEntryHeader, validate_log_entry

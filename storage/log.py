@@ -240,14 +240,13 @@ class Log:
             return self._set_high_watermark(offset)
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
-        # After every produce append: ``follows_move`` and ``_set_high_watermark`` spelled out.
+        # After every produce append: ``follows_move`` spelled out, two call frames fewer.
         with self._lock:
             moved_to = self.moved_to
             if moved_to is None:
                 if offset <= self._high_watermark:
                     return False
-                hw = self._high_watermark = min(max(offset, self._log_start_offset), self._next_offset)
-                self.producers.on_high_watermark_updated(hw)
+                self._set_high_watermark(offset)
                 return True
         return moved_to.maybe_increment_high_watermark(offset)  # outside this lock, as follows_move
 
