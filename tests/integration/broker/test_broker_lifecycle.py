@@ -1,6 +1,7 @@
 """Broker process lifecycle: config errors, clean and unclean restarts, hostile connections."""
 from __future__ import annotations
 
+import signal
 import socket
 import struct
 import subprocess
@@ -15,6 +16,7 @@ from kazoo.client import KazooClient
 
 from storage.meta_properties import read_meta_properties
 from tests.harness.broker import REPO_ROOT, BrokerProcess
+from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
 
 
@@ -136,3 +138,22 @@ def test_second_broker_with_a_taken_id_exits_1(broker: BrokerProcess, tmp_path: 
     assert result.returncode == 1
     assert "broker id 0 is already registered" in result.stderr
     assert broker.metadata().brokers[0].port == broker.port  # the first broker is untouched
+
+
+def test_sigusr1_and_sigquit_write_stack_dumps_and_the_broker_keeps_serving(broker: BrokerProcess) -> None:
+    """SIGUSR1 logs every task's and thread's stack from the event loop; SIGQUIT (``kill -3``) writes
+    every thread's from the signal handler (faulthandler), as a JVM's thread dump. Neither stops it."""
+    topic = f"dumps-{uuid.uuid4().hex[:6]}"
+    broker.create_topic(topic)
+    assert broker.process is not None
+    broker.process.send_signal(signal.SIGUSR1)
+    wait_for(lambda: "--- task kafka-request-handler-0" in broker.log_path.read_text(errors="replace"),
+             "the SIGUSR1 dump with the request handlers' tasks")
+    broker.process.send_signal(signal.SIGQUIT)
+    dump = wait_for(lambda: "Current thread" in (text := broker.log_path.read_text(errors="replace")) and text,
+                    "the SIGQUIT thread dump")
+    assert "asyncio" in dump.split("Current thread", 1)[1] or "uvloop" in dump.split("Current thread", 1)[1]
+    produced = _kcat("-b", broker.bootstrap, "-P", "-t", topic, stdin="after the dumps\n")
+    assert produced.returncode == 0, produced.stderr
+    assert _consume(broker.bootstrap, topic) == ["0:after the dumps"]
+    assert broker.process.poll() is None
