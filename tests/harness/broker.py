@@ -44,6 +44,35 @@ def _request(host: str, port: int, api_key: int, version: int, body: Any, timeou
     return send_request(host, port, body, api_key, version, "test-harness", timeout)
 
 
+# NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE
+_NOT_LEADING_YET = frozenset({6, 3, 5})
+
+
+def _leaders_serve(metadata: Any) -> bool:
+    """Whether the leader of each partition in a Metadata answer (one topic) answers for it as its
+    leader (ListOffsets)."""
+    from protocol.messages import ListOffsetsRequest
+
+    topic = metadata.topics[0]
+    endpoints = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+    by_leader: dict[int, list[int]] = {}
+    for p in topic.partitions:
+        by_leader.setdefault(p.leader_id, []).append(p.partition_index)
+    for leader, indexes in by_leader.items():
+        if leader not in endpoints:
+            return False
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(
+            name=topic.name, partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=i, timestamp=-1)
+                                         for i in indexes])])
+        try:
+            answer = _request(*endpoints[leader], 2, 5, request)
+        except OSError:
+            return False
+        if any(p.error_code in _NOT_LEADING_YET for t in answer.topics for p in t.partitions):
+            return False  # other errors (authorization, an offline dir) are a leader's answers
+    return True
+
+
 class BrokerConnection:
     """One client connection kept open across requests, to check that the broker keeps it open too."""
 
@@ -287,11 +316,15 @@ class BrokerProcess:
         self.wait_for_leaders(topic, partitions, timeout)
 
     def wait_for_leaders(self, topic: str, partitions: int, timeout: float = 15.0) -> None:
+        """Until Metadata names a leader for every partition and each leader serves it: as in Kafka,
+        the controller's UpdateMetadata can reach a broker before its LeaderAndIsr took effect
+        (a restart), and until then the leader answers NOT_LEADER_OR_FOLLOWER."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            topics = self.metadata([topic]).topics
+            metadata = self.metadata([topic])
+            topics = metadata.topics
             if topics and topics[0].error_code == 0 and len(topics[0].partitions) == partitions \
-                    and all(p.leader_id >= 0 for p in topics[0].partitions):
+                    and all(p.leader_id >= 0 for p in topics[0].partitions) and _leaders_serve(metadata):
                 return
             time.sleep(0.05)
         raise BrokerHarnessError(f"no leaders for {topic} after {timeout}s:\n{self.log_tail()}")
