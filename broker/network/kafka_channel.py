@@ -458,8 +458,8 @@ class KafkaChannel:
         self._dispatch_next()
         self._update_reading()
         if self._sends and not self._writing:
-            if self.in_flight is None and not self._pending:
-                self.flush()  # no other answer of this connection can join the write: send now
+            if (self.in_flight is None and not self._pending) or self._send_bytes >= FLUSH_THRESHOLD_BYTES:
+                self.flush()  # no other answer of this connection can join the write, or enough to send
             else:
                 self.processor.mark_dirty(self)
 

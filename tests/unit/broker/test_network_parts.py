@@ -10,6 +10,7 @@ from broker.config_defs import ConfigError
 from broker.network.api_version_manager import ApiVersionManager
 from broker.network.connection_quotas import ConnectionQuotas, normalize_ip
 from broker.network.request_channel import Request, RequestChannel, Response, ResponseAction
+from broker.network.request_handler import MAX_REQUESTS_WITHOUT_YIELD, KafkaRequestHandlerPool
 from protocol.api_keys import API_SPECS, ApiKey
 from protocol.framing import encode_request
 from protocol.headers import parse_request_header
@@ -105,6 +106,72 @@ def test_send_response_routes_to_the_owning_processor():
     response = Response.no_op(request)
     RequestChannel(1).send_response(response)
     processor.enqueue_response.assert_called_once_with(response)
+
+
+def test_a_request_let_through_by_a_response_waits_for_the_worker_sending_it():
+    async def scenario() -> None:
+        channel = RequestChannel(4)
+        idle = asyncio.create_task(channel.receive_request())
+        await asyncio.sleep(0)
+        first, second = make_request(1), make_request(2)
+        channel.finishing = 1  # a worker is sending a response: the next request is its own
+        assert channel.try_send_request(first)
+        assert len(channel) == 1 and not idle.done()
+        assert channel.try_send_request(second)  # one queued per finishing worker; then the idle one
+        assert len(channel) == 1
+        assert await idle is second
+        channel.finishing = 0
+        assert await channel.receive_request() is first
+    asyncio.run(scenario())
+
+
+def test_pipelined_requests_stay_with_one_worker_which_still_lets_the_loop_run():
+    """A connection's next request, let through by the previous response, goes to the worker that
+    sent that response; after MAX_REQUESTS_WITHOUT_YIELD in a row the worker lets the loop run."""
+    total = 3 * MAX_REQUESTS_WITHOUT_YIELD
+    requests = [make_request(i) for i in range(total)]
+    handled: list[tuple[int, str]] = []
+    loop_turns: list[int] = []
+
+    async def scenario() -> None:
+        channel = RequestChannel(10)
+
+        class Connection:  # answers in order and lets the next request through, as KafkaChannel does
+            def enqueue_response(self, response: Response) -> None:
+                following = response.request.header.correlation_id + 1
+                if following < total:
+                    assert channel.try_send_request(requests[following])
+
+        connection = Connection()
+        for request in requests:
+            request.processor = connection  # type: ignore[assignment]
+
+        async def handler(request: Request) -> Response:
+            task = asyncio.current_task()
+            assert task is not None
+            handled.append((request.header.correlation_id, task.get_name()))
+            return Response.no_op(request)
+
+        def count_turns() -> None:  # a callback that runs once per loop iteration
+            loop_turns.append(len(handled))
+            if len(handled) < total:
+                asyncio.get_running_loop().call_soon(count_turns)
+
+        pool = KafkaRequestHandlerPool(channel, handler, 2)
+        pool.start()
+        await asyncio.sleep(0)  # both workers wait
+        asyncio.get_running_loop().call_soon(count_turns)
+        assert channel.try_send_request(requests[0])
+        while len(handled) < total:
+            await asyncio.sleep(0)
+        await pool.shutdown()
+
+    asyncio.run(scenario())
+    assert [correlation_id for correlation_id, _ in handled] == list(range(total))
+    assert len({worker for _, worker in handled}) == 1
+    # The chain took a few loop iterations, not one per request, and never more than the limit in one.
+    assert 2 <= len(loop_turns) < total
+    assert max(b - a for a, b in zip(loop_turns, loop_turns[1:])) <= MAX_REQUESTS_WITHOUT_YIELD
 
 
 # --- ApiVersionManager ----------------------------------------------------------------------------
