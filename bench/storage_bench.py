@@ -21,7 +21,9 @@ Three measures, each a ratio of medians:
 It also prints the CPU cost per write in microseconds on both sides: their difference is the
 log's fixed per-append cost, and the budget it would need to reach 80% of the raw write. Next to
 them, the floor: the CPU cost of a bare loop doing only what a validating append cannot skip
-(CRC check, offset patch, pwrite, index entry), the bound for any Python log at that size.
+(CRC check, offset patch, pwrite, index entry), the bound for any Python log at that size; and the
+flat append: one function doing the work the log's append does for such a batch, without its layers
+(what flattening Log -> LogSegment -> FileRecords/indexes could gain at most).
 Reads walk the log with Log.read (whole-batch slices) and then copy the bytes out, the
 fallback path of the network layer. Recovery writes an unflushed log, drops it without
 closing it, and times the reopen that re-validates every batch.
@@ -39,11 +41,14 @@ import statistics
 import struct
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from crc32c import crc32c  # noqa: E402
 
 from protocol.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, LAST_OFFSET_DELTA_OFFSET  # noqa: E402
 from protocol.records.builder import RecordBatchBuilder  # noqa: E402
@@ -135,8 +140,6 @@ def floor_cpu_us(directory: str, batch: bytearray, count: int) -> float:
     os.ftruncate(index_fd, 8 * count)
     index = mmap.mmap(index_fd, 8 * count)
     view = memoryview(batch)
-    from crc32c import crc32c
-
     os.sync()
     start = time.thread_time()
     position = offset = 0
@@ -154,6 +157,107 @@ def floor_cpu_us(directory: str, batch: bytearray, count: int) -> float:
     for handle, name in ((fd, path), (index_fd, path + ".index")):
         os.close(handle)
         os.remove(name)
+    return cpu / count * 1e6
+
+
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # a v2 batch's 61 header bytes
+_TIME_INDEX_ENTRY = struct.Struct(">qi")
+
+
+def flat_append_cpu_us(directory: str, batch: bytearray, count: int) -> float:
+    """Thread-CPU us per append of one function doing what ``Log.append_as_leader`` does for a v2
+    batch without producer id, with the log's state in locals and one object: header parse and
+    framing, CRC, the lock, the moved/roll/flush checks, offset and epoch patch, pwrite, sparse
+    offset and time index entries, read-position and verified-range bookkeeping, the leader epoch
+    check, a result object. A bound for flattening the layers, not an implementation."""
+    path = os.path.join(directory, "flat.log")
+    files = [os.open(path + suffix, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) for suffix in ("", ".index", ".timeindex")]
+    os.ftruncate(files[1], 8 * count + 8)
+    os.ftruncate(files[2], 12 * count + 12)
+    offset_index, time_index = mmap.mmap(files[1], 8 * count + 8), mmap.mmap(files[2], 12 * count + 12)
+
+    class Result:
+        __slots__ = ("first_offset", "last_offset", "max_timestamp", "valid_bytes", "num_records", "completed")
+
+        def __init__(self, first: int, last: int, max_timestamp: int, size: int, records: int) -> None:
+            self.first_offset, self.last_offset, self.max_timestamp = first, last, max_timestamp
+            self.valid_bytes, self.num_records, self.completed = size, records, []
+
+    class FlatLog:
+        def __init__(self) -> None:
+            self.lock, self.moved_to = threading.RLock(), None
+            self.size = self.next_offset = self.base_offset = self.recovery_point = 0
+            self.entries = self.time_entries = self.since_last_entry = 0
+            self.max_entries, self.max_timestamp, self.last_indexed_timestamp = count + 1, -1, -1
+            self.rolling_based_timestamp: int | None = None
+            self.read_starts: dict[int, int] = {}
+            self.verified = [(0, 0)]
+            self.epochs = [(0, 0)]
+            self.appended_end = (0, 0)
+
+        def append(self, buf: bytearray, epoch: int) -> Result:
+            (base_offset, length, _, magic, crc, _, last_delta, _, max_timestamp, producer_id, _, _,
+             records) = _BATCH_HEADER.unpack_from(buf, 0)
+            size = len(buf)
+            if magic != 2 or length + 12 != size or base_offset != 0 or records != last_delta + 1 \
+                    or size > 1_048_588 or producer_id >= 0:
+                raise ValueError("not a batch this bound covers")
+            if crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]) != crc:
+                raise ValueError("CRC mismatch")
+            with self.lock:
+                if self.moved_to is not None:
+                    raise RuntimeError("moved")
+                first = self.next_offset
+                last = first + last_delta
+                position = self.size
+                based = self.rolling_based_timestamp
+                if position > (1 << 30) - size or self.entries >= self.max_entries - 1 \
+                        or not 0 <= last - self.base_offset <= 0x7FFFFFFF \
+                        or (position and based is not None and max_timestamp - based > 7 * 86_400_000) \
+                        or last + 1 - self.recovery_point >= 1 << 62:
+                    raise RuntimeError("would roll or flush")
+                _OFFSET_LENGTH_EPOCH.pack_into(buf, 0, first, length, epoch)
+                end = position + os.pwrite(files[0], buf, position)
+                self.size = end
+                if position == 0:
+                    self.rolling_based_timestamp = max_timestamp
+                self.appended_end = (end, last + 1)
+                starts = self.read_starts
+                starts[last + 1] = end
+                if len(starts) > 64:
+                    del starts[next(iter(starts))]
+                if self.verified[-1][1] == position:
+                    self.verified[-1] = (self.verified[-1][0], end)
+                if max_timestamp > self.max_timestamp:
+                    self.max_timestamp = max_timestamp
+                if self.since_last_entry > 4096:
+                    _INDEX_ENTRY.pack_into(offset_index, self.entries * 8, last - self.base_offset, position)
+                    self.entries += 1
+                    if self.max_timestamp > self.last_indexed_timestamp:
+                        _TIME_INDEX_ENTRY.pack_into(time_index, self.time_entries * 12, self.max_timestamp,
+                                                    last - self.base_offset)
+                        self.time_entries += 1
+                        self.last_indexed_timestamp = self.max_timestamp
+                    self.since_last_entry = size
+                else:
+                    self.since_last_entry += size
+                self.next_offset = last + 1
+                if self.epochs[-1][0] != epoch:
+                    self.epochs.append((epoch, first))
+                return Result(first, last, max_timestamp, size, records)
+
+    log = FlatLog()
+    os.sync()
+    start = time.thread_time()
+    for _ in range(count):
+        batch[0:8] = ZERO_OFFSET
+        log.append(batch, 0)
+    cpu = time.thread_time() - start
+    offset_index.close()
+    time_index.close()
+    for handle, suffix in zip(files, ("", ".index", ".timeindex"), strict=True):
+        os.close(handle)
+        os.remove(path + suffix)
     return cpu / count * 1e6
 
 
@@ -200,7 +304,8 @@ def fmt(values: list[float]) -> str:
     return "/".join(f"{v:.0f}" for v in values)
 
 
-def summary(label: str, raws: list[WriteResult], appends: list[WriteResult], floors: list[float]) -> str:
+def summary(label: str, raws: list[WriteResult], appends: list[WriteResult], floors: list[float],
+            flats: list[float]) -> str:
     lines = []
     for kind in ("buffered", "buffered_cpu", "synced"):
         raw = statistics.median(getattr(r, kind) for r in raws)
@@ -212,11 +317,12 @@ def summary(label: str, raws: list[WriteResult], appends: list[WriteResult], flo
         )
     raw_us = statistics.median(r.cpu_us_per_write for r in raws)
     append_us = statistics.median(a.cpu_us_per_write for a in appends)
-    floor_us = statistics.median(floors)
+    floor_us, flat_us = statistics.median(floors), statistics.median(flats)
     lines.append(
         f"{label:>6} batches, CPU per write: raw pwrite {raw_us:.1f} us, log append {append_us:.1f} us "
         f"=> fixed cost per append {append_us - raw_us:.1f} us (80% of raw allows {raw_us / 4:.1f} us); "
-        f"floor of a validating Python append {floor_us:.1f} us = {raw_us / floor_us:.1%} of raw"
+        f"floor of a validating Python append {floor_us:.1f} us = {raw_us / floor_us:.1%} of raw; "
+        f"the log's work in one flat function {flat_us:.1f} us = {raw_us / flat_us:.1%} of raw"
     )
     return "\n".join(lines)
 
@@ -237,7 +343,7 @@ def main() -> None:
         for size, label in ((16 * 1024, "16 KiB"), (MIB, "1 MiB")):
             batch = make_batch(size)
             count = -(-total // len(batch))  # the same bytes and write sizes for both sides
-            raws, appends, reads, floors = [], [], [], []
+            raws, appends, reads, floors, flats = [], [], [], [], []
             for i in range(args.repeat):  # interleaved, alternating which goes first
                 for side in ("raw", "log") if i % 2 == 0 else ("log", "raw"):
                     if side == "raw":
@@ -248,7 +354,8 @@ def main() -> None:
                         reads.append(log_read(log, batch, MIB))
                         log.delete()
                 floors.append(floor_cpu_us(base, batch, count))
-            print(summary(label, raws, appends, floors))
+                flats.append(flat_append_cpu_us(base, batch, count))
+            print(summary(label, raws, appends, floors, flats))
             zero_copy = statistics.median(r[0] for r in reads)
             copied = statistics.median(r[1] for r in reads)
             print(f"{label:>6} batches, read: {zero_copy:8.1f} MB/s (slices) {copied:8.1f} MB/s (copied)")
