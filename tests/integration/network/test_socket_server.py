@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from broker.network.request_channel import Request, Response
+from broker.network.request_channel import Request, Response, ResponseAction
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.framing import decode_response, encode_request
@@ -202,6 +202,30 @@ def test_pipelined_responses_are_coalesced_into_few_writes(network_server):
     assert [recv_api_versions(sock)[0] for _ in range(20)] == list(range(1, 21))
     writes = server.stats()["writes"] - before
     assert 1 <= writes < 20
+
+
+def test_a_chain_of_large_pipelined_responses_is_written_as_it_grows(network_server):
+    """Pipelined requests are handled one after the other by one worker without a loop turn in
+    between; their responses still go out once FLUSH_THRESHOLD_BYTES are queued, not all at the end."""
+    size = 200 * 1024
+    writes_seen: list[int] = []
+
+    async def handle(request: Request) -> Response:  # answers at once: the chain does not yield
+        writes_seen.append(server.server.writes)
+        correlation_id = request.header.correlation_id
+        frame = struct.pack(">ii", 4 + size, correlation_id) + bytes([correlation_id]) * size
+        return Response(request, ResponseAction.SEND, [frame])
+
+    server = network_server(handle)
+    sock = server.connect()
+    sock.sendall(api_versions_request(0))
+    assert len(recv_frame(sock)) == 4 + size
+    sock.sendall(b"".join(api_versions_request(i) for i in range(1, 7)))
+    for i in range(1, 7):
+        frame = recv_frame(sock)
+        assert struct.unpack_from(">i", frame)[0] == i and frame[4:] == bytes([i]) * size
+    assert len(writes_seen) == 7
+    assert writes_seen[-1] > writes_seen[1]  # written during the chain, before its last request
 
 
 def test_large_request_spanning_many_reads_is_delivered_whole(network_server):
