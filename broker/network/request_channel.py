@@ -217,7 +217,7 @@ class RequestChannel:
     def close(self) -> None:
         """Wake every waiting worker with None; later requests are refused."""
         self._closed = True
-        while self._receivers and len(self._queue) >= self.finishing:
+        while self._receivers:
             waiter = self._receivers.popleft()
             if not waiter.done():
                 waiter.set_result(None)

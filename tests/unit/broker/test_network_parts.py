@@ -122,6 +122,11 @@ def test_a_request_let_through_by_a_response_waits_for_the_worker_sending_it():
         assert await idle is second
         channel.finishing = 0
         assert await channel.receive_request() is first
+        channel.finishing = 1  # closing while a worker sends a response still wakes every waiting one
+        receivers = [asyncio.create_task(channel.receive_request()) for _ in range(2)]
+        await asyncio.sleep(0)
+        channel.close()
+        assert await asyncio.gather(*receivers) == [None, None]
     asyncio.run(scenario())
 
 
