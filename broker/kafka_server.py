@@ -275,12 +275,17 @@ class KafkaServer:
 
     @staticmethod
     def _producer_id_generator(services: BrokerServices) -> Callable[[], Awaitable[int]]:
-        """New producer ids for the transaction coordinator: a block claim in ZooKeeper runs off the loop."""
+        """New producer ids for the transaction coordinator: a block claim in ZooKeeper runs off the loop.
+
+        Without a block to hand ids from (ZooKeeper unreachable, a claim that failed), the answer is
+        COORDINATOR_LOAD_IN_PROGRESS, as Kafka 3.9's RPCProducerIdManager gives until it has one:
+        clients retry it, where the Java producer takes UNKNOWN_SERVER_ERROR as fatal."""
         async def generate() -> int:
             try:
                 return await services.pool.run_blocking(services.producer_id_manager.generate_producer_id)
             except CoordinationError as exc:
-                raise KafkaApiError(Errors[exc.kafka_error], str(exc)) from exc
+                log.warning("No producer id block to hand out ids from: %s", exc)
+                raise KafkaApiError(Errors.COORDINATOR_LOAD_IN_PROGRESS, str(exc)) from exc
         return generate
 
     def _start_replication(self, replica_manager: ReplicaManager, broker_id: int,

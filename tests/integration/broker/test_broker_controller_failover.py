@@ -10,6 +10,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from protocol.messages import InitProducerIdRequest
 from tests.harness.broker import BrokerCluster, BrokerProcess
 from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
@@ -115,6 +118,33 @@ def test_brokers_keep_serving_while_zookeeper_is_down(zookeeper: ZooKeeperServer
         wait_for(lambda: _try_create(broker, other), "topic creation after the outage", 30)
         after = [f"after-{i}".encode() for i in range(5)]
         assert _round_trip(broker.bootstrap, other, after) == after
+    finally:
+        broker.stop()
+
+
+def test_init_producer_id_without_zookeeper_is_retriable(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """A broker with no producer id block that cannot reach ZooKeeper answers InitProducerId with
+    COORDINATOR_LOAD_IN_PROGRESS, as Kafka 3.9's RPCProducerIdManager does until it has a block (the
+    Java producer takes UNKNOWN_SERVER_ERROR there as fatal and fails every send); with ZooKeeper
+    back, the same request gets an id."""
+    broker = BrokerProcess(zookeeper.connect_string_with_chroot("pids"), 0, tmp_path,
+                           overrides={"zookeeper.connection.timeout.ms": "2000"})
+    broker.start()
+    request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
+                                    producer_epoch=-1)
+    try:
+        zookeeper.stop()
+        try:
+            answer = broker.request(ApiKey.INIT_PRODUCER_ID, 4, request, timeout=30)
+            assert (answer.error_code, answer.producer_id) == (Errors.COORDINATOR_LOAD_IN_PROGRESS, -1)
+        finally:
+            zookeeper.start()
+
+        def gets_an_id() -> bool:
+            answer = broker.request(ApiKey.INIT_PRODUCER_ID, 4, request, timeout=30)
+            assert answer.error_code in (Errors.NONE, Errors.COORDINATOR_LOAD_IN_PROGRESS), Errors(answer.error_code)
+            return answer.error_code == Errors.NONE and answer.producer_id >= 0
+        wait_for(gets_an_id, "a producer id once ZooKeeper is back", 30)
     finally:
         broker.stop()
 
