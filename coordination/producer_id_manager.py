@@ -7,7 +7,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from coordination.errors import ProducerIdsExhaustedError
+from coordination.errors import ProducerIdsExhaustedError, ZooKeeperUnavailableError
 from coordination.kafka_zk_client import KafkaZkClient
 from coordination.model import ProducerIdBlock
 from coordination.zk_admin_data import PRODUCER_ID_BLOCK_SIZE
@@ -19,7 +19,11 @@ MAX_PRODUCER_ID = (1 << 63) - 1
 
 def allocate_producer_id_block(zk_client: KafkaZkClient, broker_id: int) -> ProducerIdBlock:
     """Claim the next block for `broker_id` (the controller's AllocateProducerIds work; also what
-    brokers of old IBPs did themselves). Retries when another claimer won the race."""
+    brokers of old IBPs did themselves). Retries when another claimer won the race. Without a
+    ZooKeeper connection it fails at once rather than waiting for one: a client asking for a producer
+    id then gets Kafka's immediate retriable answer, not one a connection timeout later."""
+    if not zk_client.zk.connected:
+        raise ZooKeeperUnavailableError("ZooKeeper is not connected: no producer id block can be claimed now")
     while True:
         current, version = zk_client.get_producer_id_block()
         first = 0 if current is None else current.next_block_first_id

@@ -6,6 +6,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
@@ -14,6 +15,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import InitProducerIdRequest
 from tests.harness.broker import BrokerCluster, BrokerProcess
+from tests.harness.kafka_broker import KafkaJavaBroker, kafka_broker_or_skip
 from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
 
@@ -122,13 +124,17 @@ def test_brokers_keep_serving_while_zookeeper_is_down(zookeeper: ZooKeeperServer
         broker.stop()
 
 
-def test_init_producer_id_without_zookeeper_is_retriable(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["ours", "kafka"])
+def test_init_producer_id_without_zookeeper_is_retriable(zookeeper: ZooKeeperServer, tmp_path: Path,
+                                                          kind: str) -> None:
     """A broker with no producer id block that cannot reach ZooKeeper answers InitProducerId with
-    COORDINATOR_LOAD_IN_PROGRESS, as Kafka 3.9's RPCProducerIdManager does until it has a block (the
+    COORDINATOR_LOAD_IN_PROGRESS, as Kafka 3.9 (run here side by side) does until it has a block (the
     Java producer takes UNKNOWN_SERVER_ERROR there as fatal and fails every send); with ZooKeeper
     back, the same request gets an id."""
-    broker = BrokerProcess(zookeeper.connect_string_with_chroot("pids"), 0, tmp_path,
-                           overrides={"zookeeper.connection.timeout.ms": "2000"})
+    if kind == "kafka":
+        kafka_broker_or_skip()
+    make = BrokerProcess if kind == "ours" else KafkaJavaBroker
+    broker = make(zookeeper.connect_string_with_chroot(f"pids-{kind}"), 0, tmp_path)
     broker.start()
     request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
                                     producer_epoch=-1)
@@ -144,7 +150,7 @@ def test_init_producer_id_without_zookeeper_is_retriable(zookeeper: ZooKeeperSer
             answer = broker.request(ApiKey.INIT_PRODUCER_ID, 4, request, timeout=30)
             assert answer.error_code in (Errors.NONE, Errors.COORDINATOR_LOAD_IN_PROGRESS), Errors(answer.error_code)
             return answer.error_code == Errors.NONE and answer.producer_id >= 0
-        wait_for(gets_an_id, "a producer id once ZooKeeper is back", 30)
+        wait_for(gets_an_id, "a producer id once ZooKeeper is back", 60)
     finally:
         broker.stop()
 
