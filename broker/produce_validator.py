@@ -3,12 +3,14 @@
 The request-level part of Kafka's ProduceRequest.validateRecords and LogValidator's record-level
 checks and slow paths (storage.log_validator does the append-time checks and offset assignment).
 
-Per batch where Kafka's answer does not depend on the records: framing and CRC of every entry,
-Produce v3+ rules (exactly one magic 2 batch, zstd only from v7), record count against the offset
-range. Records are read (their leading fields only, see ``scan_records``) just where Kafka's answer
-depends on them: compressed batches (Kafka requires consecutive inner offsets), compacted topics
-(every record needs a key), timestamps the topic bounds (message.timestamp.before/after.max.ms) and
-producer-set LogAppendTime. Failing records are reported one by one (KIP-467). Then the slow paths:
+Per batch: framing and CRC of every entry, Produce v3+ rules (exactly one magic 2 batch, zstd only
+from v7), record count against the offset range. Then every record, compressed or not, as Kafka's
+record iterator reads it (``scan_records``: its fields must add up to its length and the records
+must fill the batch, else INVALID_RECORD, as Kafka 3.9 answers a CRC-valid batch of malformed
+records), with what else Kafka checks per record: consecutive inner offsets of compressed batches,
+a key for every record of a compacted topic, timestamps the topic bounds
+(message.timestamp.before/after.max.ms) and producer-set LogAppendTime. Failing records are
+reported one by one (KIP-467). Then the slow paths:
 legacy message sets (Produce v0-2) are up-converted to one v2 batch, and batches whose codec differs
 from the topic's compression.type are recompressed, their inner offsets renumbered if need be.
 """
@@ -20,8 +22,8 @@ import time
 from typing import Union
 
 from protocol.errors import Errors, KafkaApiError
-from protocol.exceptions import CorruptRecordError, UnsupportedCompressionError
-from protocol.records.batch import BATCH_LENGTH_OFFSET, COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAGIC_OFFSET, \
+from protocol.exceptions import CorruptRecordError, MalformedRecordError, UnsupportedCompressionError
+from protocol.records.batch import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, \
     NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, BatchHeader, iter_batch_positions, read_batch_header
 from protocol.records.compression import CompressionType
 from protocol.records.conversion import recompress_batch, upconvert_to_v2
@@ -104,11 +106,9 @@ def validate_records(records: Buffer | None, produce_version: int, config: LogCo
         if header.compression == CompressionType.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
             raise RecordValidationError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
                                         "Produce requests below version 7 cannot carry zstd batches")
-    scan_all = config.checks_each_record
     for position, header in entries:
         assert isinstance(header, BatchHeader)
-        if scan_all or header.attributes & (COMPRESSION_CODEC_MASK | TIMESTAMP_TYPE_MASK):
-            _check_records(records, position, header, config, target, topic_partition)
+        _check_records(records, position, header, config, target, topic_partition)
     if target is not None and any(h.compression != target for _, h in entries):
         return _recompress(records, entries, target), None
     return records, entries
@@ -116,18 +116,18 @@ def validate_records(records: Buffer | None, produce_version: int, config: LogCo
 
 def _check_records(records: Buffer, position: int, header: BatchHeader, config: LogConfig,
                    target: CompressionType | None, topic_partition: str) -> None:
-    """LogValidator's per-record checks, reading the records only when one of them applies."""
+    """LogValidator's per-record checks: every record read, its structure checked, then what applies."""
     producer_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
     create_time = not config.log_append_time
     bounded = config.bounds_create_time
     compressed = header.compression != CompressionType.NONE
     # Kafka rejects LogAppendTime from producers only where it cannot take the batch's time instead.
     bad_append_time = producer_append_time and (not create_time or header.max_timestamp == NO_TIMESTAMP)
-    if not (compressed or config.compact_enabled or bounded or bad_append_time):
-        return
     try:
-        data = batch_record_data(records, position)
+        data = batch_record_data(records, position, header=header)
         scan = scan_records(data, header.record_count, timestamps=bounded and not producer_append_time)
+    except MalformedRecordError as exc:  # Kafka's InvalidRecordException, from its record iterator
+        raise RecordValidationError(Errors.INVALID_RECORD, str(exc), at_append=True) from exc
     except (CorruptRecordError, UnsupportedCompressionError) as exc:
         raise RecordValidationError(Errors.CORRUPT_MESSAGE, str(exc)) from exc
     errors: dict[int, tuple[Errors, str]] = {}

@@ -21,3 +21,8 @@ class CorruptRecordError(ProtocolError):
 
 class UnsupportedCompressionError(CorruptRecordError):
     """A batch whose compression codec bits name no known codec."""
+
+
+class MalformedRecordError(CorruptRecordError):
+    """A v2 record whose fields do not add up to its length, or records that do not fill their batch
+    exactly: where Kafka's record iteration throws InvalidRecordException (INVALID_RECORD on produce)."""

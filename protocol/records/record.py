@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Optional, Union
 
-from protocol.exceptions import CorruptRecordError
+from protocol.exceptions import CorruptRecordError, MalformedRecordError
 from protocol.records.batch import (
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    BatchHeader,
     Buffer,
     read_batch_header,
 )
@@ -241,57 +242,119 @@ class RecordScan:
         self.timestamp_deltas = timestamp_deltas
 
 
-def scan_records(data: bytes, count: int, *, timestamps: bool = False) -> RecordScan:
-    """One pass over the leading fields of ``count`` records (length, attributes, timestamp and
-    offset deltas, key length), checking that they fill ``data`` exactly.
+def scan_records(data: BytesLike, count: int, *, timestamps: bool = False) -> RecordScan:
+    """Walk ``count`` records filling ``data`` exactly, each read as Kafka's DefaultRecord.readFrom
+    reads it (length, attributes, timestamp and offset deltas, key, value, headers) without copying
+    keys or values: whether the offset deltas run 0..count-1, which records have no key, and (when
+    asked for) every timestamp delta.
 
-    The produce path calls this for every compressed batch, so two-byte lengths (records under
-    8 KiB) are decoded inline and each offset delta is compared, still encoded, with the one the
-    record's index should have."""
+    Raises ``MalformedRecordError`` where Kafka's record iteration throws InvalidRecordException:
+    a record whose fields do not add up to its length, a negative header count or header key size,
+    records running past the batch or bytes left after the last one. The produce path calls this
+    for every batch, so the usual one- and two-byte varints are decoded inline."""
     consecutive = True
     keyless: list[int] = []
     deltas: list[int] = []
-    cached = _CACHED_VARINTS
     pos = 0
     limit = len(data)
     index = 0
+    expected_delta = 0  # the record's index, zig-zag encoded
     try:
         for index in range(count):
-            byte = data[pos]
+            byte = data[pos]  # the length, then the attributes skipped
             if byte < 0x80:
-                length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-            elif data[pos + 1] < 0x80:
-                zigzag = (byte & 0x7F) | (data[pos + 1] << 7)
-                length, pos = (zigzag >> 1) ^ -(zigzag & 1), pos + 2
+                end = pos + 1 + ((byte >> 1) ^ -(byte & 1))
+                pos += 2
+            elif data[pos + 1] < 0x80 and not byte & 1:  # records of 64 B to 8 KiB
+                end = pos + 2 + (((byte & 0x7F) | (data[pos + 1] << 7)) >> 1)
+                pos += 3
             else:
                 length, pos = read_varint(data, pos)
-            end = pos + length
-            if length <= 0 or end > limit:
-                raise CorruptRecordError(f"record {index} has invalid length {length} at {pos}")
-            pos += 1  # attributes
+                end = pos + length
+                pos += 1
+            if end > limit or end < pos:
+                raise MalformedRecordError(f"Invalid record size: record {index} at {pos} runs past the batch "
+                                           f"({limit - pos} remaining bytes) or has no attributes")
             if timestamps:
                 timestamp_delta, pos = read_varint(data, pos)
                 deltas.append(timestamp_delta)
+            elif data[pos] < 0x80:
+                pos += 1
             else:
-                while data[pos] >= 0x80:
+                pos = _skip_varint(data, pos)
+            byte = data[pos]  # the offset delta
+            if byte < 0x80:
+                pos += 1
+                if byte != expected_delta:
+                    consecutive = False
+            else:
+                offset_delta, pos = read_varint(data, pos)
+                if offset_delta != index:
+                    consecutive = False
+            expected_delta += 2
+            byte = data[pos]  # the key size; a negative one is a null key
+            if byte < 0x80:
+                if byte & 1:
+                    keyless.append(index)
                     pos += 1
+                else:
+                    pos += 1 + (byte >> 1)
+            else:
+                size, pos = read_varint(data, pos)
+                if size < 0:
+                    keyless.append(index)
+                else:
+                    pos += size
+            byte = data[pos]  # the value size; a negative one is a null value
+            if byte < 0x80:
+                pos += 1 if byte & 1 else 1 + (byte >> 1)
+            elif data[pos + 1] < 0x80 and not byte & 1:  # values of 64 B to 8 KiB
+                pos += 2 + (((byte & 0x7F) | (data[pos + 1] << 7)) >> 1)
+            else:
+                size, pos = read_varint(data, pos)
+                if size > 0:
+                    pos += size
+            if data[pos] == 0:  # no headers
                 pos += 1
-            expected = cached[index + 1] if index < 4095 else encode_varint(index)
-            if data[pos:pos + len(expected)] != expected:
-                consecutive = False
-            while data[pos] >= 0x80:
-                pos += 1
-            pos += 1
-            if pos >= end:
-                raise CorruptRecordError(f"record {index} of {length} bytes ends inside its fields")
-            if data[pos] == 1:  # zig-zag -1: a null key
-                keyless.append(index)
-            pos = end
+            else:
+                pos = _skip_headers(data, pos, end)
+            if pos != end:
+                raise MalformedRecordError(f"Invalid record size: record {index}'s fields end {pos - end:+d} bytes "
+                                           "from where its length says")
     except IndexError:
-        raise CorruptRecordError(f"record {index} is truncated") from None
+        raise MalformedRecordError(f"Found invalid record structure: record {index} is truncated") from None
+    except MalformedRecordError:
+        raise
+    except CorruptRecordError as exc:  # a varint over ten bytes
+        raise MalformedRecordError(f"Found invalid record structure: {exc}") from None
     if pos != limit:
-        raise CorruptRecordError(f"{limit - pos} bytes remain after the batch's {count} records")
+        raise MalformedRecordError(f"Incorrect declared batch size, records still remaining: {limit - pos} bytes "
+                                   f"after the batch's {count} records")
     return RecordScan(consecutive, keyless, deltas)
+
+
+def _skip_varint(data: BytesLike, pos: int) -> int:
+    while data[pos] >= 0x80:
+        pos += 1
+    return pos + 1
+
+
+def _skip_headers(data: BytesLike, pos: int, end: int) -> int:
+    """Past a record's headers, checked as Kafka's readHeaders checks them."""
+    count, pos = read_varint(data, pos)
+    if count < 0:
+        raise MalformedRecordError(f"Found invalid number of record headers {count}")
+    if count > end - pos:
+        raise MalformedRecordError(f"Found invalid number of record headers. {count} is larger than the remaining "
+                                   "size of the record")
+    for _ in range(count):
+        key_size, pos = read_varint(data, pos)
+        if key_size < 0:
+            raise MalformedRecordError(f"Invalid negative header key size {key_size}")
+        value_size, pos = read_varint(data, pos + key_size)
+        if value_size > 0:
+            pos += value_size
+    return pos
 
 
 def renumber_records(data: bytes, count: int) -> bytes:
@@ -318,9 +381,11 @@ def _read_sized(data: bytes, pos: int, end: int) -> tuple[Optional[bytes], int]:
     return data[pos : pos + length], pos + length
 
 
-def batch_record_data(buf: Buffer, pos: int = 0, *, max_output: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
-    """The uncompressed record bytes of the v2 batch at ``pos``."""
-    header = read_batch_header(buf, pos)
+def batch_record_data(buf: Buffer, pos: int = 0, *, max_output: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+                      header: BatchHeader | None = None) -> bytes:
+    """The uncompressed record bytes of the v2 batch at ``pos`` (whose ``header`` the caller may have read)."""
+    if header is None:
+        header = read_batch_header(buf, pos)
     data = memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : pos + header.size]
     if header.compression == CompressionType.NONE:
         return bytes(data)

@@ -5,13 +5,16 @@ client fails exactly those messages: keyless records on compacted topics, timest
 message.timestamp.before/after.max.ms (or the older difference.max.ms), LogAppendTime set by a
 producer. Compressed batches whose inner offsets are not consecutive are renumbered when the
 batch is recompressed anyway, and refused otherwise (UNKNOWN_SERVER_ERROR, as Kafka 3.9 does).
-Every expected answer, message texts included, was taken from a real 3.9 broker.
+Records whose fields do not add up to their length are INVALID_RECORD whether their batch is
+compressed or not (that test runs Kafka 3.9 next to us). Every expected answer, message texts
+included, was taken from a real 3.9 broker.
 """
 from __future__ import annotations
 
 import re
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +26,10 @@ from protocol.messages import FetchRequest, ProduceRequest
 from protocol.records.batch import HEADER_STRUCT, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, update_crc
 from protocol.records.compression import CompressionType, compress
 from protocol.records.log_entry import decode_entry_records, iter_log_entries
-from protocol.records.record import encode_record
+from protocol.records.record import encode_record, encode_varint
 from tests.harness.broker import BrokerProcess
+from tests.harness.kafka_broker import KafkaJavaBroker, kafka_broker_or_skip
+from tests.harness.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 
@@ -212,3 +217,59 @@ def test_inner_offsets_that_are_not_consecutive(module_broker: BrokerProcess) ->
         (Errors.UNKNOWN_SERVER_ERROR, None, 0)
     assert _produce(module_broker, in_place, _batch(gaps)).error_code == 0  # uncompressed: kept as sent
     assert _fetched(module_broker, in_place) == [(0, b"a"), (0, b"b"), (0, b"c"), (3, b"d")]
+
+
+# --- malformed records -------------------------------------------------------------------------------
+
+def _malformed(body: bytes, codec: int) -> bytes:
+    """A CRC-valid batch of one record whose fields follow its length prefix as ``body`` gives them."""
+    data = encode_varint(len(body)) + body
+    return _batch_of(data if codec == CompressionType.NONE else compress(codec, data), codec)
+
+
+def _batch_of(data: bytes, codec: int, count: int = 1) -> bytes:
+    out = bytearray(RECORD_BATCH_OVERHEAD + len(data))
+    now = int(time.time() * 1000)
+    HEADER_STRUCT.pack_into(out, 0, 0, len(out) - 12, -1, 2, 0, codec, count - 1, now, now, -1, -1, -1, count)
+    out[RECORD_BATCH_OVERHEAD:] = data
+    update_crc(out, 0)
+    return bytes(out)
+
+
+FIELDS = b"\x00\x00\x00\x01"  # attributes, timestamp delta 0, offset delta 0, a null key
+MALFORMED = {
+    "a value past its record": FIELDS + encode_varint(6) + b"hello\x00",
+    "a byte left after the headers": FIELDS + encode_varint(5) + b"hello\x00\x00",
+    "a negative header count": FIELDS + encode_varint(5) + b"hello" + encode_varint(-2),
+    "a header count with no header": FIELDS + encode_varint(5) + b"hello" + encode_varint(1),
+}
+
+
+@pytest.mark.parametrize("kind", ["ours", "kafka"])
+def test_records_whose_fields_do_not_add_up_are_invalid_records(zookeeper: ZooKeeperServer, tmp_path: Path,
+                                                                kind: str) -> None:
+    """A batch whose CRC is right but whose records are malformed (a client bug) is refused with
+    INVALID_RECORD and the log start offset, compressed or not, and nothing of it is appended:
+    Kafka 3.9's record iterator reads every record of every produced batch. Its consumers would
+    otherwise fail on those offsets for good."""
+    if kind == "kafka":
+        kafka_broker_or_skip()
+    broker = (BrokerProcess if kind == "ours" else KafkaJavaBroker)(
+        zookeeper.connect_string_with_chroot(f"malformed-{kind}"), 0, tmp_path)
+    broker.start()
+    try:
+        topic = _topic(broker)
+        broker.wait_for_leaders(topic, 1)
+        good = FIELDS + encode_varint(5) + b"hello\x00"
+        sent = [(f"{name}, {codec_name}", _malformed(body, codec)) for codec_name, codec in
+                (("uncompressed", CompressionType.NONE), ("lz4", CompressionType.LZ4)) for name, body in MALFORMED.items()]
+        sent += [("a record length past an uncompressed batch", _batch_of(encode_varint(40) + good, 0)),
+                 ("a record fewer than the batch says", _batch_of(encode_varint(len(good)) + good, 0, count=2)),
+                 ("a record more than the batch says", _batch_of((encode_varint(len(good)) + good) * 2, 0))]
+        answers = {name: _produce(broker, topic, batch) for name, batch in sent}
+        assert {name: (Errors(entry.error_code).name, entry.base_offset, entry.log_start_offset, entry.error_message,
+                       _errors(entry)) for name, entry in answers.items()} == \
+            {name: ("INVALID_RECORD", -1, 0, None, []) for name, _ in sent}
+        assert _produce(broker, topic, _malformed(good, CompressionType.NONE)).base_offset == 0  # nothing appended
+    finally:
+        broker.stop()

@@ -8,14 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.exceptions import CorruptRecordError, UnsupportedCompressionError
+from protocol.exceptions import CorruptRecordError, MalformedRecordError, UnsupportedCompressionError
 from protocol.records import batch
 from protocol.records.builder import LOG_APPEND_TIME, RecordBatchBuilder, build_control_batch
 from protocol.records.compression import CompressionType
 from protocol.records.control import ControlRecordType, EndTransactionMarker
 from protocol.records.conversion import downconvert, recompress_batch, upconvert_to_v2
 from protocol.records.log_entry import decode_entry_records, iter_log_entries, validate_log_entry
-from protocol.records.record import Record, decode_records, encode_record, renumber_records, scan_records
+from protocol.records.record import Record, decode_records, encode_record, encode_varint, renumber_records, \
+    scan_records
 
 LEGACY_CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4]
 
@@ -104,6 +105,45 @@ def test_scan_records_checks_framing_and_reads_offsets_keys_and_timestamps() -> 
     assert scan_records(renumbered, 3).consecutive
     assert [(r.offset, r.key, r.value) for r in decode_records(renumbered, 3, 10, 0)] == \
         [(10, b"a", b"1"), (11, b"b", b"2"), (12, b"c", b"3")]
+
+
+def _record(body: bytes) -> bytes:
+    """One record of ``body`` (attributes onwards) behind its length."""
+    return encode_varint(len(body)) + body
+
+
+# attributes 0, timestamp delta 0, offset delta 0, then key, value and headers
+_FIELDS = b"\x00\x00\x00"
+
+
+@pytest.mark.parametrize("data, why", [
+    (_record(_FIELDS + encode_varint(1) + b"k" + encode_varint(2) + b"v" + b"\x00"), "value size past the record"),
+    (_record(_FIELDS + encode_varint(1) + b"k" + encode_varint(1) + b"v" + b"\x00\x00"), "a byte left in the record"),
+    (_record(_FIELDS + b"\x01\x01" + encode_varint(-2)), "a negative header count"),
+    (_record(_FIELDS + b"\x01\x01" + encode_varint(1)), "a header count past the record"),
+    (_record(_FIELDS + b"\x01\x01" + encode_varint(1) + encode_varint(-1) + b"\x01"), "a null header key"),
+    (encode_varint(40) + _FIELDS + b"\x01\x01\x00", "a record length past the batch"),
+    (_record(_FIELDS + b"\x01\x01\x00") + b"\x00", "bytes after the last record"),
+    (_record(_FIELDS + b"\x01\x01\x00")[:-2], "a truncated record"),
+    (b"\x00", "a record of zero bytes"),
+])
+def test_records_whose_fields_do_not_add_up_are_malformed(data: bytes, why: str) -> None:
+    """What Kafka's DefaultRecord.readFrom and its batch iterator throw InvalidRecordException for."""
+    with pytest.raises(MalformedRecordError):
+        scan_records(data, 1)
+
+
+def test_scan_reads_headers_negative_sizes_as_null_and_long_offset_deltas() -> None:
+    headers = _record(_FIELDS + b"\x01\x01" + encode_varint(2) + encode_varint(1) + b"h" + encode_varint(-1)
+                      + encode_varint(1) + b"i" + encode_varint(2) + b"vv")
+    null_key = _record(b"\x00\x00\x02" + encode_varint(-7) + encode_varint(-3) + b"\x00")  # Kafka: any negative is null
+    scan = scan_records(headers + null_key, 2)
+    assert (scan.consecutive, scan.keyless) == (True, [0, 1])
+    many = b"".join(encode_record(i, i, None, b"x" * (i % 200)) for i in range(9000))  # deltas of 1, 2 and 3 bytes
+    scan = scan_records(many, 9000)
+    assert scan.consecutive and len(scan.keyless) == 9000
+    redundant = _record(b"\x00\x00\x80\x00\x01\x01\x00")  # offset delta 0 in two bytes: still 0, as Java reads it
+    assert scan_records(redundant, 1).consecutive
 
 
 def test_recompression_renumbers_offset_deltas_that_are_not_consecutive() -> None:
@@ -246,11 +286,14 @@ def test_downconvert_then_upconvert_round_trip(values, codec, magic, base_offset
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 9000), st.integers(-(2**40), 2**40), st.none() | st.binary(max_size=300),
-                          st.none() | st.binary(max_size=9000)), max_size=30), st.booleans())
-def test_scan_records_agrees_with_decoding(records: list[tuple[int, int, bytes | None, bytes | None]],
+                          st.none() | st.binary(max_size=9000),
+                          st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=200)), max_size=3)),
+                max_size=30), st.booleans())
+def test_scan_records_agrees_with_decoding(records: list[tuple[int, int, bytes | None, bytes | None, list]],
                                            in_order: bool) -> None:
     deltas = list(range(len(records))) if in_order else [r[0] for r in records]
-    data = b"".join(encode_record(d, ts, key, value) for d, (_, ts, key, value) in zip(deltas, records))
+    data = b"".join(encode_record(d, ts, key, value, headers)
+                    for d, (_, ts, key, value, headers) in zip(deltas, records))
     decoded = decode_records(data, len(records), 0, 0)
     scan = scan_records(data, len(records), timestamps=True)
     assert scan.consecutive == ([r.offset for r in decoded] == list(range(len(records))))
