@@ -125,7 +125,8 @@ def _check_records(records: Buffer, position: int, header: BatchHeader, config: 
     bad_append_time = producer_append_time and (not create_time or header.max_timestamp == NO_TIMESTAMP)
     try:
         data = batch_record_data(records, position, header=header)
-        scan = scan_records(data, header.record_count, timestamps=bounded and not producer_append_time)
+        scan = scan_records(data, header.record_count, timestamps=bounded and not producer_append_time,
+                            keys=config.compact_enabled)
     except MalformedRecordError as exc:  # Kafka's InvalidRecordException, from its record iterator
         raise RecordValidationError(Errors.INVALID_RECORD, str(exc), at_append=True) from exc
     except (CorruptRecordError, UnsupportedCompressionError) as exc:

@@ -7,6 +7,8 @@ and a batch must hold exactly ``recordCount`` records with nothing after them.
 
 from __future__ import annotations
 
+import operator
+import struct
 from collections.abc import Iterable
 from typing import Optional, Union
 
@@ -229,10 +231,21 @@ def _read_headers(data: bytes, pos: int, end: int) -> tuple[list[Header], int]:
     return headers, pos
 
 
+try:  # aiokafka's record reader, compiled (Cython): the checks of Kafka's DefaultRecord.readFrom at C speed
+    from aiokafka.record._crecords import DefaultRecordBatch as CompiledRecordBatch
+except ImportError:  # no compiled extension on this platform: the walk in Python does it all
+    CompiledRecordBatch = None
+
+# A v2 batch header in front of bare records, for the compiled reader: base offset and timestamp 0, so
+# that each record's offset and timestamp are its deltas; no compression, no producer.
+_BARE_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OFFSET = operator.attrgetter("offset")
+_OFFSET_KEY_TIMESTAMP = operator.attrgetter("offset", "key", "timestamp")
+
+
 class RecordScan:
-    """What the produce-side record checks need from one batch's records, read without copying
-    keys or values: whether the offset deltas run 0..count-1, which records have no key, and
-    (when asked for) every timestamp delta."""
+    """What the produce-side record checks need from one batch's records: whether the offset deltas
+    run 0..count-1 and, when asked for, which records have no key and every timestamp delta."""
 
     __slots__ = ("consecutive", "keyless", "timestamp_deltas")
 
@@ -242,16 +255,44 @@ class RecordScan:
         self.timestamp_deltas = timestamp_deltas
 
 
-def scan_records(data: BytesLike, count: int, *, timestamps: bool = False) -> RecordScan:
+def scan_records(data: BytesLike, count: int, *, timestamps: bool = False, keys: bool = False) -> RecordScan:
     """Walk ``count`` records filling ``data`` exactly, each read as Kafka's DefaultRecord.readFrom
-    reads it (length, attributes, timestamp and offset deltas, key, value, headers) without copying
-    keys or values: whether the offset deltas run 0..count-1, which records have no key, and (when
-    asked for) every timestamp delta.
+    reads it (length, attributes, timestamp and offset deltas, key, value, headers): whether the
+    offset deltas run 0..count-1 and, when asked for, which records have no key (``keys``) and
+    every timestamp delta (``timestamps``).
 
     Raises ``MalformedRecordError`` where Kafka's record iteration throws InvalidRecordException:
     a record whose fields do not add up to its length, a negative header count or header key size,
     records running past the batch or bytes left after the last one. The produce path calls this
-    for every batch, so the usual one- and two-byte varints are decoded inline."""
+    for every batch: aiokafka's compiled reader walks batches of two records or more (about a
+    tenth of a microsecond a record against 0.6-0.9 for the walk in Python), and whatever it
+    refuses is walked again in Python, whose answer counts (it is Kafka's where the two differ,
+    e.g. header keys that are not UTF-8, which Java reads without complaint)."""
+    if CompiledRecordBatch is not None and count > 1:
+        scan = _scan_compiled(data, count, timestamps, keys)
+        if scan is not None:
+            return scan
+    return _walk_records(data, count, timestamps, keys)
+
+
+def _scan_compiled(data: BytesLike, count: int, timestamps: bool, keys: bool) -> RecordScan | None:
+    """``scan_records`` by aiokafka's reader; None where it raises (the walk then decides)."""
+    assert CompiledRecordBatch is not None
+    batch = CompiledRecordBatch(
+        _BARE_BATCH_HEADER.pack(0, len(data) + 49, -1, 2, 0, 0, count - 1, 0, 0, -1, -1, -1, count) + data)
+    try:
+        if not (timestamps or keys):
+            return RecordScan(list(map(_OFFSET, batch)) == list(range(count)), [], [])
+        fields = list(map(_OFFSET_KEY_TIMESTAMP, batch))
+    except Exception:  # noqa: BLE001 - CorruptRecordException, UnicodeDecodeError...: the walk answers
+        return None
+    return RecordScan([offset for offset, _, _ in fields] == list(range(count)),
+                      [index for index, (_, key, _) in enumerate(fields) if key is None] if keys else [],
+                      [-1 if timestamp is None else timestamp for _, _, timestamp in fields] if timestamps else [])
+
+
+def _walk_records(data: BytesLike, count: int, timestamps: bool, keys: bool) -> RecordScan:
+    """``scan_records`` in Python, the one-and two-byte varints decoded inline; the reference answer."""
     consecutive = True
     keyless: list[int] = []
     deltas: list[int] = []
@@ -330,7 +371,7 @@ def scan_records(data: BytesLike, count: int, *, timestamps: bool = False) -> Re
     if pos != limit:
         raise MalformedRecordError(f"Incorrect declared batch size, records still remaining: {limit - pos} bytes "
                                    f"after the batch's {count} records")
-    return RecordScan(consecutive, keyless, deltas)
+    return RecordScan(consecutive, keyless if keys else [], deltas)
 
 
 def _skip_varint(data: BytesLike, pos: int) -> int:

@@ -15,8 +15,8 @@ from protocol.records.compression import CompressionType
 from protocol.records.control import ControlRecordType, EndTransactionMarker
 from protocol.records.conversion import downconvert, recompress_batch, upconvert_to_v2
 from protocol.records.log_entry import decode_entry_records, iter_log_entries, validate_log_entry
-from protocol.records.record import Record, decode_records, encode_record, encode_varint, renumber_records, \
-    scan_records
+from protocol.records.record import CompiledRecordBatch, Record, _scan_compiled, _walk_records, decode_records, \
+    encode_record, encode_varint, renumber_records, scan_records
 
 LEGACY_CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4]
 
@@ -90,9 +90,9 @@ def test_recompress_control_batch_and_bad_framing() -> None:
 
 def test_scan_records_checks_framing_and_reads_offsets_keys_and_timestamps() -> None:
     data = encode_record(0, 5, b"k", b"v") + encode_record(1, -3, None, None) + encode_record(2, 300, b"", b"v")
-    scan = scan_records(data, 3, timestamps=True)
+    scan = scan_records(data, 3, timestamps=True, keys=True)
     assert (scan.consecutive, scan.keyless, scan.timestamp_deltas) == (True, [1], [5, -3, 300])
-    assert scan_records(data, 3).timestamp_deltas == []
+    assert (scan_records(data, 3).timestamp_deltas, scan_records(data, 3).keyless) == ([], [])
     for bad_count in (2, 4):
         with pytest.raises(CorruptRecordError):
             scan_records(data, bad_count)
@@ -131,16 +131,19 @@ def test_records_whose_fields_do_not_add_up_are_malformed(data: bytes, why: str)
     """What Kafka's DefaultRecord.readFrom and its batch iterator throw InvalidRecordException for."""
     with pytest.raises(MalformedRecordError):
         scan_records(data, 1)
+    good = _record(_FIELDS + b"\x01\x01\x00")
+    with pytest.raises(MalformedRecordError):  # with two records, the compiled reader's turn
+        scan_records(good + data, 2)
 
 
 def test_scan_reads_headers_negative_sizes_as_null_and_long_offset_deltas() -> None:
     headers = _record(_FIELDS + b"\x01\x01" + encode_varint(2) + encode_varint(1) + b"h" + encode_varint(-1)
                       + encode_varint(1) + b"i" + encode_varint(2) + b"vv")
     null_key = _record(b"\x00\x00\x02" + encode_varint(-7) + encode_varint(-3) + b"\x00")  # Kafka: any negative is null
-    scan = scan_records(headers + null_key, 2)
+    scan = scan_records(headers + null_key, 2, keys=True)
     assert (scan.consecutive, scan.keyless) == (True, [0, 1])
     many = b"".join(encode_record(i, i, None, b"x" * (i % 200)) for i in range(9000))  # deltas of 1, 2 and 3 bytes
-    scan = scan_records(many, 9000)
+    scan = scan_records(many, 9000, keys=True)
     assert scan.consecutive and len(scan.keyless) == 9000
     redundant = _record(b"\x00\x00\x80\x00\x01\x01\x00")  # offset delta 0 in two bytes: still 0, as Java reads it
     assert scan_records(redundant, 1).consecutive
@@ -293,9 +296,20 @@ def test_scan_records_agrees_with_decoding(records: list[tuple[int, int, bytes |
                                            in_order: bool) -> None:
     deltas = list(range(len(records))) if in_order else [r[0] for r in records]
     data = b"".join(encode_record(d, ts, key, value, headers)
-                    for d, (_, ts, key, value, headers) in zip(deltas, records))
+                    for d, (_, ts, key, value, headers) in zip(deltas, records, strict=True))
     decoded = decode_records(data, len(records), 0, 0)
-    scan = scan_records(data, len(records), timestamps=True)
-    assert scan.consecutive == ([r.offset for r in decoded] == list(range(len(records))))
-    assert scan.keyless == [i for i, r in enumerate(decoded) if r.key is None]
-    assert scan.timestamp_deltas == [r.timestamp for r in decoded]
+    for scan in (scan_records(data, len(records), timestamps=True, keys=True),
+                 _walk_records(data, len(records), True, True)):  # the compiled reader, then the walk in Python
+        assert scan.consecutive == ([r.offset for r in decoded] == list(range(len(records))))
+        assert scan.keyless == [i for i, r in enumerate(decoded) if r.key is None]
+        assert scan.timestamp_deltas == [r.timestamp for r in decoded]
+
+
+def test_the_walk_in_python_answers_where_the_compiled_reader_refuses() -> None:
+    """Java reads header keys that are not UTF-8 without complaint; aiokafka's reader refuses them."""
+    assert CompiledRecordBatch is not None, "aiokafka's compiled record reader is a dependency"
+    record = _record(_FIELDS + b"\x01\x01" + encode_varint(1) + encode_varint(1) + b"\xff" + encode_varint(-1))
+    assert _scan_compiled(record * 2, 2, False, False) is None
+    assert scan_records(record + record, 2).consecutive is False  # both deltas are 0
+    with pytest.raises(MalformedRecordError):  # the walk still decides what is malformed
+        scan_records(record + record[:-1], 2)
