@@ -28,7 +28,7 @@ from protocol.records.batch import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFS
 from protocol.records.compression import CompressionType
 from protocol.records.conversion import recompress_batch, upconvert_to_v2
 from protocol.records.log_entry import LogEntryHeader, validate_log_entry
-from protocol.records.record import batch_record_data, decode_records, scan_records
+from protocol.records.record import batch_record_data, decode_records, scan_batch_records
 from storage.log_config import LogConfig
 from storage.log_validator import Batches
 
@@ -124,9 +124,8 @@ def _check_records(records: Buffer, position: int, header: BatchHeader, config: 
     # Kafka rejects LogAppendTime from producers only where it cannot take the batch's time instead.
     bad_append_time = producer_append_time and (not create_time or header.max_timestamp == NO_TIMESTAMP)
     try:
-        data = batch_record_data(records, position, header=header)
-        scan = scan_records(data, header.record_count, timestamps=bounded and not producer_append_time,
-                            keys=config.compact_enabled)
+        scan = scan_batch_records(records, position, header, timestamps=bounded and not producer_append_time,
+                                  keys=config.compact_enabled)
     except MalformedRecordError as exc:  # Kafka's InvalidRecordException, from its record iterator
         raise RecordValidationError(Errors.INVALID_RECORD, str(exc), at_append=True) from exc
     except (CorruptRecordError, UnsupportedCompressionError) as exc:
@@ -137,6 +136,7 @@ def _check_records(records: Buffer, position: int, header: BatchHeader, config: 
         errors.update((index, (Errors.INVALID_RECORD, message)) for index in scan.keyless)
     in_place = target in (None, header.compression)
     if bad_append_time:
+        data = batch_record_data(records, position, header=header)
         for index, description in enumerate(_describe_records(data, header, partial=compressed and in_place)):
             errors.setdefault(index, (Errors.INVALID_TIMESTAMP, f"Invalid timestamp type in message {description}. "
                                                                  "Producer should not set timestamp type to LogAppendTime."))

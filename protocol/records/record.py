@@ -269,26 +269,46 @@ def scan_records(data: BytesLike, count: int, *, timestamps: bool = False, keys:
     refuses is walked again in Python, whose answer counts (it is Kafka's where the two differ,
     e.g. header keys that are not UTF-8, which Java reads without complaint)."""
     if CompiledRecordBatch is not None and count > 1:
-        scan = _scan_compiled(data, count, timestamps, keys)
+        header = _BARE_BATCH_HEADER.pack(0, len(data) + 49, -1, 2, 0, 0, count - 1, 0, 0, -1, -1, -1, count)
+        scan = _scan_compiled(header + data, count, timestamps, keys, 0, 0)
         if scan is not None:
             return scan
     return _walk_records(data, count, timestamps, keys)
 
 
-def _scan_compiled(data: BytesLike, count: int, timestamps: bool, keys: bool) -> RecordScan | None:
-    """``scan_records`` by aiokafka's reader; None where it raises (the walk then decides)."""
+def scan_batch_records(buf: Buffer, pos: int, header: BatchHeader, *, timestamps: bool = False, keys: bool = False,
+                       max_output: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> RecordScan:
+    """``scan_records`` of the v2 batch at ``pos`` (``header`` read there): an uncompressed batch is
+    read where it lies, without copying it (a megabyte copied twice cost more than reading it)."""
+    count = header.record_count
+    if header.compression != CompressionType.NONE:
+        data = batch_record_data(buf, pos, header=header, max_output=max_output)
+        return scan_records(data, count, timestamps=timestamps, keys=keys)
+    batch = memoryview(buf)[pos:pos + header.size]
+    if CompiledRecordBatch is not None and count > 1:
+        scan = _scan_compiled(batch, count, timestamps, keys, header.base_offset, header.base_timestamp)
+        if scan is not None:
+            return scan
+    return _walk_records(batch[RECORD_BATCH_OVERHEAD:], count, timestamps, keys)
+
+
+def _scan_compiled(batch: BytesLike, count: int, timestamps: bool, keys: bool, base_offset: int,
+                   base_timestamp: int) -> RecordScan | None:
+    """``scan_records`` of the uncompressed v2 ``batch`` by aiokafka's reader, which gives offsets and
+    timestamps as base + delta; None where it raises (the walk then decides)."""
     assert CompiledRecordBatch is not None
-    batch = CompiledRecordBatch(
-        _BARE_BATCH_HEADER.pack(0, len(data) + 49, -1, 2, 0, 0, count - 1, 0, 0, -1, -1, -1, count) + data)
+    records = CompiledRecordBatch(batch)
+    expected = list(range(base_offset, base_offset + count))
     try:
         if not (timestamps or keys):
-            return RecordScan(list(map(_OFFSET, batch)) == list(range(count)), [], [])
-        fields = list(map(_OFFSET_KEY_TIMESTAMP, batch))
+            return RecordScan(list(map(_OFFSET, records)) == expected, [], [])
+        fields = list(map(_OFFSET_KEY_TIMESTAMP, records))
     except Exception:  # noqa: BLE001 - CorruptRecordException, UnicodeDecodeError...: the walk answers
         return None
-    return RecordScan([offset for offset, _, _ in fields] == list(range(count)),
+    return RecordScan([offset for offset, _, _ in fields] == expected,
                       [index for index, (_, key, _) in enumerate(fields) if key is None] if keys else [],
-                      [-1 if timestamp is None else timestamp for _, _, timestamp in fields] if timestamps else [])
+                      [(-1 if timestamp is None else timestamp) - base_timestamp for _, _, timestamp in fields]
+                      if timestamps else [])
 
 
 def _walk_records(data: BytesLike, count: int, timestamps: bool, keys: bool) -> RecordScan:

@@ -16,7 +16,7 @@ from protocol.records.control import ControlRecordType, EndTransactionMarker
 from protocol.records.conversion import downconvert, recompress_batch, upconvert_to_v2
 from protocol.records.log_entry import decode_entry_records, iter_log_entries, validate_log_entry
 from protocol.records.record import CompiledRecordBatch, Record, _scan_compiled, _walk_records, decode_records, \
-    encode_record, encode_varint, renumber_records, scan_records
+    encode_record, encode_varint, renumber_records, scan_batch_records, scan_records
 
 LEGACY_CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4]
 
@@ -309,7 +309,33 @@ def test_the_walk_in_python_answers_where_the_compiled_reader_refuses() -> None:
     """Java reads header keys that are not UTF-8 without complaint; aiokafka's reader refuses them."""
     assert CompiledRecordBatch is not None, "aiokafka's compiled record reader is a dependency"
     record = _record(_FIELDS + b"\x01\x01" + encode_varint(1) + encode_varint(1) + b"\xff" + encode_varint(-1))
-    assert _scan_compiled(record * 2, 2, False, False) is None
-    assert scan_records(record + record, 2).consecutive is False  # both deltas are 0
+    two = _batch_of(record * 2, 2)
+    assert _scan_compiled(two, 2, False, False, 0, 0) is None
+    assert scan_records(record * 2, 2).consecutive is False  # both deltas are 0
+    assert scan_batch_records(two, 0, batch.read_batch_header(two, 0)).consecutive is False
     with pytest.raises(MalformedRecordError):  # the walk still decides what is malformed
         scan_records(record + record[:-1], 2)
+
+
+def _batch_of(data: bytes, count: int, base_offset: int = 0, base_timestamp: int = 0) -> bytearray:
+    """An uncompressed v2 batch of ``count`` records ``data`` (CRC not set: nothing here checks it)."""
+    out = bytearray(batch.RECORD_BATCH_OVERHEAD) + data
+    batch.HEADER_STRUCT.pack_into(out, 0, base_offset, len(out) - batch.LOG_OVERHEAD, -1, 2, 0, 0, count - 1,
+                                  base_timestamp, base_timestamp, -1, -1, -1, count)
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(-(2**40), 2**40), st.none() | st.binary(max_size=50)), min_size=1, max_size=20),
+       st.integers(0, 2**40), st.integers(-(2**40), 2**40), st.booleans())
+def test_a_batch_is_read_where_it_lies_as_its_bare_records_are(records: list[tuple[int, bytes | None]],
+                                                               base_offset: int, base_timestamp: int,
+                                                               in_order: bool) -> None:
+    data = b"".join(encode_record(i if in_order else 0, ts, key, b"v") for i, (ts, key) in enumerate(records))
+    records_batch = _batch_of(data, len(records), base_offset, base_timestamp)
+    header = batch.read_batch_header(records_batch, 0)
+    whole = scan_batch_records(records_batch, 0, header, timestamps=True, keys=True)
+    bare = scan_records(data, len(records), timestamps=True, keys=True)
+    assert (whole.consecutive, whole.keyless, whole.timestamp_deltas) == \
+        (bare.consecutive, bare.keyless, bare.timestamp_deltas)
+    assert bare.timestamp_deltas == [ts for ts, _ in records]
