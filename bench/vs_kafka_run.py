@@ -34,6 +34,7 @@ class Plan:
     producers: int
     repeats: int
     consumer_config: dict[str, str] = field(default_factory=dict)  # librdkafka consumer settings, every kind
+    producer_config: dict[str, str] = field(default_factory=dict)  # librdkafka producer settings of the throughput rows
 
     @property
     def brokers_needed(self) -> int:

@@ -90,7 +90,8 @@ def librdkafka_rows(kind: BrokerKind, run: Run, topic: str, size: int, partition
     try:
         cpu = kind.cpu_seconds()
         with run.profile(kind, f"produce-{size}B-{partitions}p-rf{durability.replication_factor}"):
-            seconds = produce(kind.bootstrap, topic, count, size, durability.producer, warm=True)
+            seconds = produce(kind.bootstrap, topic, count, size, {**durability.producer, **plan.producer_config},
+                              warm=True)
         if "produce" in plan.groups:
             run.results.add(row["produce"], kind.name, count / seconds)
             run.results.add(row["cpu produce"], kind.name, (kind.cpu_seconds() - cpu) * 1e6 / count)
