@@ -23,7 +23,7 @@ from typing import Union
 
 from protocol.errors import Errors, KafkaApiError
 from protocol.exceptions import CorruptRecordError, MalformedRecordError, UnsupportedCompressionError
-from protocol.records.batch import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, \
+from protocol.records.batch import BATCH_LENGTH_OFFSET, COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAGIC_OFFSET, \
     NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, BatchHeader, iter_batch_positions, read_batch_header
 from protocol.records.compression import CompressionType
 from protocol.records.conversion import recompress_batch, upconvert_to_v2
@@ -106,12 +106,24 @@ def validate_records(records: Buffer | None, produce_version: int, config: LogCo
         if header.compression == CompressionType.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
             raise RecordValidationError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
                                         "Produce requests below version 7 cannot carry zstd batches")
+    scan_all = config.checks_each_record
     for position, header in entries:
         assert isinstance(header, BatchHeader)
-        _check_records(records, position, header, config, target, topic_partition)
+        if scan_all or header.attributes & (COMPRESSION_CODEC_MASK | TIMESTAMP_TYPE_MASK):
+            _check_records(records, position, header, config, target, topic_partition)
+        else:  # the usual batch: nothing but the records' structure to check
+            _check_structure(records, position, header)
     if target is not None and any(h.compression != target for _, h in entries):
         return _recompress(records, entries, target), None
     return records, entries
+
+
+def _check_structure(records: Buffer, position: int, header: BatchHeader) -> None:
+    """Every record of an uncompressed batch read as Kafka's record iterator reads it."""
+    try:
+        scan_batch_records(records, position, header)
+    except MalformedRecordError as exc:  # Kafka's InvalidRecordException
+        raise RecordValidationError(Errors.INVALID_RECORD, str(exc), at_append=True) from exc
 
 
 def _check_records(records: Buffer, position: int, header: BatchHeader, config: LogConfig,

@@ -172,6 +172,12 @@ class LogConfig:
         return not self.log_append_time and (self.timestamp_before_max_ms != LONG_MAX
                                              or self.timestamp_after_max_ms != LONG_MAX)
 
+    @functools.cached_property
+    def checks_each_record(self) -> bool:
+        """Whether a produced batch's records are checked for more than their structure (keys on a
+        compacted topic, CreateTime bounds); read per produced batch."""
+        return self.compact_enabled or self.bounds_create_time
+
     @property
     def max_index_size(self) -> int:
         return self.segment_index_bytes

@@ -284,12 +284,13 @@ def scan_batch_records(buf: Buffer, pos: int, header: BatchHeader, *, timestamps
     if header.compression != CompressionType.NONE:
         data = batch_record_data(buf, pos, header=header, max_output=max_output)
         return scan_records(data, count, timestamps=timestamps, keys=keys)
-    batch = memoryview(buf)[pos:pos + header.size]
+    end = pos + header.size
     if CompiledRecordBatch is not None and count > 1:
-        scan = _scan_compiled(batch, count, timestamps, keys, header.base_offset, header.base_timestamp)
+        scan = _scan_compiled(memoryview(buf)[pos:end], count, timestamps, keys, header.base_offset,
+                              header.base_timestamp)
         if scan is not None:
             return scan
-    return _walk_records(batch[RECORD_BATCH_OVERHEAD:], count, timestamps, keys)
+    return _walk_records(buf, count, timestamps, keys, pos + RECORD_BATCH_OVERHEAD, end)
 
 
 def _scan_compiled(batch: BytesLike, count: int, timestamps: bool, keys: bool, base_offset: int,
@@ -311,13 +312,16 @@ def _scan_compiled(batch: BytesLike, count: int, timestamps: bool, keys: bool, b
                       if timestamps else [])
 
 
-def _walk_records(data: BytesLike, count: int, timestamps: bool, keys: bool) -> RecordScan:
-    """``scan_records`` in Python, the one-and two-byte varints decoded inline; the reference answer."""
+def _walk_records(data: BytesLike, count: int, timestamps: bool, keys: bool, start: int = 0,
+                  limit: int | None = None) -> RecordScan:
+    """``scan_records`` of ``data[start:limit]`` in Python, the one- and two-byte varints decoded inline;
+    the reference answer."""
     consecutive = True
     keyless: list[int] = []
     deltas: list[int] = []
-    pos = 0
-    limit = len(data)
+    pos = start
+    if limit is None:
+        limit = len(data)
     index = 0
     expected_delta = 0  # the record's index, zig-zag encoded
     try:

@@ -134,6 +134,10 @@ def test_records_whose_fields_do_not_add_up_are_malformed(data: bytes, why: str)
     good = _record(_FIELDS + b"\x01\x01\x00")
     with pytest.raises(MalformedRecordError):  # with two records, the compiled reader's turn
         scan_records(good + data, 2)
+    for count, records in ((1, data), (2, good + data)):  # in place, with a well-formed record after the batch
+        in_a_request = _batch_of(records, count) + good
+        with pytest.raises(MalformedRecordError):
+            scan_batch_records(in_a_request, 0, batch.read_batch_header(in_a_request, 0))
 
 
 def test_scan_reads_headers_negative_sizes_as_null_and_long_offset_deltas() -> None:
@@ -334,7 +338,8 @@ def test_a_batch_is_read_where_it_lies_as_its_bare_records_are(records: list[tup
     data = b"".join(encode_record(i if in_order else 0, ts, key, b"v") for i, (ts, key) in enumerate(records))
     records_batch = _batch_of(data, len(records), base_offset, base_timestamp)
     header = batch.read_batch_header(records_batch, 0)
-    whole = scan_batch_records(records_batch, 0, header, timestamps=True, keys=True)
+    in_a_request = memoryview(b"\x02" + records_batch + b"\x02\x00")  # more bytes on both sides
+    whole = scan_batch_records(in_a_request, 1, header, timestamps=True, keys=True)
     bare = scan_records(data, len(records), timestamps=True, keys=True)
     assert (whole.consecutive, whole.keyless, whole.timestamp_deltas) == \
         (bare.consecutive, bare.keyless, bare.timestamp_deltas)
