@@ -15,7 +15,8 @@ Each partition is in one of two states:
   leader where our latest epoch ends (OffsetsForLeaderEpoch) before fetching again.
 
 A partition whose leader answered an error waits ``replica.fetch.backoff.ms`` before it is
-tried again; a throttled partition that is not caught up is left out of fetches while the
+tried again, and so does one whose data raised something unexpected (logged with its traceback,
+as Kafka's fetcher logs it, rather than ending the fetcher of every partition it copies); a throttled partition that is not caught up is left out of fetches while the
 follower replication quota is used up. Response processing holds ``processing``, which the ReplicaManager also takes
 before it hands the partition to someone else (a new leader epoch, leadership, deletion), so
 an append in progress always finishes against the state it was fetched for.
@@ -162,10 +163,14 @@ class ReplicaFetcher:
         while True:
             ready = await self._ready_partitions()
             truncating = {tp: s for tp, s in ready.items() if s.state is ReplicaState.TRUNCATING}
-            if truncating:
-                await self._truncate(truncating)
-            else:
-                await self._fetch(ready)
+            try:
+                if truncating:
+                    await self._truncate(truncating)
+                else:
+                    await self._fetch(ready)
+            except Exception:  # noqa: BLE001 - a bug must not end the fetcher for every partition it copies
+                log.exception("[%s] Unexpected error in a fetch round for %s; backing off", self.name, sorted(ready))
+                self._back_off(list(ready.values()))
 
     async def _ready_partitions(self) -> dict[TopicPartition, PartitionFetchState]:
         loop = asyncio.get_running_loop()
@@ -294,7 +299,12 @@ class ReplicaFetcher:
                     state = fetching.get(tp)
                     if state is None or self.states.get(tp) is not state or state.fetch_offset != offsets[tp]:
                         continue  # removed, replaced or truncated while the fetch was in flight
-                    await self._on_partition_data(tp, state, data)
+                    try:
+                        await self._on_partition_data(tp, state, data)
+                    except Exception:  # noqa: BLE001 - as Kafka's fetcher: this partition only, logged
+                        log.exception("[%s] Unexpected error occurred while processing data for partition %s-%d at "
+                                      "offset %d", self.name, *tp, state.fetch_offset)
+                        self._back_off([state])
 
     def _fetch_request(self, fetching: dict[TopicPartition, PartitionFetchState]
                        ) -> tuple[FetchRequest, int, SessionFetch]:

@@ -188,3 +188,61 @@ def test_fetch_requests_encode_at_their_versions(tmp_path: Path) -> None:
         state.partition.topic_id = topic_id
         request, version, _ = _fetcher()._fetch_request({("t", 0): state})
         assert encode_request(request, ApiKey.FETCH, version, 1, "test")
+
+
+def test_an_unexpected_error_on_one_partition_backs_it_off_and_spares_the_others(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """As Kafka's fetcher: the partition whose data raised is logged and retried later; the other
+    partitions of the same response are still processed, and the fetcher keeps running."""
+    fetcher = _fetcher()
+    first, second = (_follower(open_log(tmp_path / f"t-{i}")) for i in range(2))
+    second.partition.partition = 1
+    fetcher.states = {("t", 0): first, ("t", 1): second}
+    response = FetchResponse(error_code=0, session_id=0, responses=[FetchResponse.FetchableTopicResponse(
+        topic="t", partitions=[FetchResponse.PartitionData(partition_index=i, high_watermark=0, log_start_offset=0,
+                                                           records=b"") for i in range(2)])])
+
+    async def send(*_: Any) -> Any:
+        return response
+    seen: list[tuple[str, int]] = []
+
+    async def on_data(tp: tuple[str, int], state: PartitionFetchState, data: Any) -> None:
+        seen.append(tp)
+        if tp == ("t", 0):
+            raise RuntimeError("a bug")
+    fetcher._send = send  # type: ignore[method-assign]
+    fetcher._on_partition_data = on_data  # type: ignore[method-assign]
+
+    async def one_round() -> None:
+        await fetcher._fetch(dict(fetcher.states))
+    asyncio.run(one_round())
+    assert seen == [("t", 0), ("t", 1)]
+    assert first.delayed_until > 0 and second.delayed_until == 0
+    assert "Unexpected error occurred while processing data for partition t-0 at offset 0" in caplog.text
+    assert "RuntimeError: a bug" in caplog.text
+
+
+def test_an_unexpected_error_in_a_round_does_not_end_the_fetcher(tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    fetcher = _fetcher()
+    state = _follower(open_log(tmp_path / "t-0"))
+    fetcher.states = {("t", 0): state}
+    rounds: list[int] = []
+
+    async def run() -> None:
+        second = asyncio.Event()
+
+        async def fetch(ready: dict[tuple[str, int], PartitionFetchState]) -> None:
+            rounds.append(len(ready))
+            if len(rounds) == 1:
+                raise RuntimeError("a bug")
+            second.set()
+            await asyncio.sleep(3600)  # until the shutdown cancels it
+        fetcher._fetch = fetch  # type: ignore[method-assign]
+        fetcher.start()
+        await asyncio.wait_for(second.wait(), 10)  # the first round raised and backed off; the second came
+        await fetcher.shutdown()
+    fetcher.config.backoff_ms = 50
+    asyncio.run(run())
+    assert rounds == [1, 1]
+    assert "Unexpected error in a fetch round" in caplog.text
