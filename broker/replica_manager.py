@@ -266,6 +266,10 @@ class ReplicaManager:
         if request.broker_epoch != -1 and request.broker_epoch < self.broker_epoch:
             return StopReplicaResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
         errors = []
+        # As Kafka's state-change log: which replicas a controller stopped is otherwise invisible.
+        log.info("Handling StopReplica from controller %d (epoch %d) for %s", request.controller_id,
+                 request.controller_epoch, sorted((t.topic_name, p.partition_index, p.delete_partition)
+                                                  for t in request.topic_states for p in t.partition_states))
         for topic_state in request.topic_states:
             topic = topic_state.topic_name
             for state in topic_state.partition_states:
