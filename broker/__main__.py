@@ -84,7 +84,7 @@ def _keep_freed_memory() -> None:
     unmaps it when freed, or trims the heap under it, and every page of the next one faults in
     again: 0.72 minor faults per 1 KiB lz4 message, 1.15 us of the broker's 2.15 us of CPU per
     message (librdkafka, acks=1). With the buffers kept the faults go to zero and the cost to
-    0.58 us. The price is that memory freed after a burst stays in the process up to
+    0.58-0.83 us (two runs). The price is that memory freed after a burst stays in the process up to
     TRIM_THRESHOLD_BYTES (a JVM broker keeps its whole heap)."""
     try:
         libc = ctypes.CDLL(None)
