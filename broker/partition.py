@@ -109,8 +109,7 @@ class Partition:
         was_leader = self.is_leader
         new_epoch = self._apply_state(state, log)
         if new_epoch or not was_leader:
-            self.leader_epoch_start_offset = log.log_end_offset
-            log.maybe_assign_epoch_start_offset(self.leader_epoch, log.log_end_offset)
+            self.leader_epoch_start_offset = log.assign_epoch_at_log_end(self.leader_epoch)
             # Followers in the ISR count as caught up now: they get a full lag period to fetch.
             current = now_ms()
             self.followers = {r: FollowerState(last_caught_up_time_ms=current if r in self.isr else 0)

@@ -202,7 +202,7 @@ class ReplicaManager:
                 topic, state.partition_index, configs[topic], topic_id if topic_id != ZERO_UUID else None,
                 is_new=state.is_new)
             if first_epoch:
-                tp_log.maybe_assign_epoch_start_offset(state.leader_epoch, tp_log.log_end_offset)
+                tp_log.assign_epoch_at_log_end(state.leader_epoch)
             return tp_log
 
         async def in_slot(topic: str, topic_id: Any, state: Any) -> Log:

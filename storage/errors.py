@@ -71,6 +71,14 @@ class RecordBatchTooLargeError(StorageError):
     error_name = "RECORD_LIST_TOO_LARGE"
 
 
+class StaleLeaderEpochError(StorageError):
+    """A leader append decided under an older leader epoch than the log's latest: the leadership
+    changed while it waited for the log (an append on the I/O threads racing a LeaderAndIsr). As
+    Kafka answers an append that finds the partition's leadership gone, the producer retries."""
+
+    error_name = "NOT_LEADER_OR_FOLLOWER"
+
+
 class OutOfOrderSequenceError(StorageError):
     error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
 

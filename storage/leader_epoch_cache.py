@@ -54,6 +54,11 @@ class LeaderEpochFileCache:
         with self._lock:
             return self._entries[-1] if self._entries else None
 
+    def is_before_latest(self, epoch: int) -> bool:
+        """Whether ``epoch`` is older than the latest one recorded (read on every leader append)."""
+        entries = self._entries
+        return bool(entries) and epoch < entries[-1].epoch
+
     def latest_epoch(self) -> int | None:
         entry = self.latest_entry()
         return entry.epoch if entry else None

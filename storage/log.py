@@ -30,6 +30,7 @@ from storage.errors import (
     LogCleaningAbortedError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    StaleLeaderEpochError,
 )
 from storage.file_records import FileRecords
 from storage.leader_epoch_cache import LeaderEpochFileCache
@@ -337,6 +338,9 @@ class Log:
                 raise LogMovedError(self.topic_partition)
             if not batches:
                 return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0, 0)
+            if assign_offsets and leader_epoch >= 0 and self.leader_epoch_cache.is_before_latest(leader_epoch):
+                raise StaleLeaderEpochError(f"append to {self.topic_partition} at leader epoch {leader_epoch}, "
+                                            f"after epoch {self.leader_epoch_cache.latest_epoch()} started")
             append_time = NO_TIMESTAMP
             if assign_offsets:
                 first_offset = self._next_offset
@@ -558,10 +562,19 @@ class Log:
 
     @follows_move
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
-        """Record that ``leader_epoch`` starts at ``start_offset`` (the broker calls it on becoming leader)."""
+        """Record that ``leader_epoch`` starts at ``start_offset``."""
         with self._lock:
             self._check_not_moved()
             self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    def assign_epoch_at_log_end(self, leader_epoch: int) -> int:
+        """Start ``leader_epoch`` at the log end, read under the append lock, and return that offset
+        (the broker becoming leader). An append in flight on an I/O thread finishes first, so the
+        epoch starts after its batches rather than at the offset one of them took."""
+        with self._lock:
+            self._check_not_moved()
+            self.leader_epoch_cache.assign(leader_epoch, self._next_offset)
+            return self._next_offset
 
     @follows_move
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:

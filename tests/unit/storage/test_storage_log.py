@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from storage.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    StaleLeaderEpochError,
 )
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, FetchIsolation, Log
 from storage.log_config import LogConfig
@@ -372,6 +375,42 @@ def test_leader_bookkeeping_entry_points(tmp_path: Path) -> None:
     assert log.end_offset_for_epoch(2) == (2, 3) and log.end_offset_for_epoch(5) == (5, 3)
     assert log.maybe_increment_high_watermark(2) and not log.maybe_increment_high_watermark(1)
     assert log.maybe_increment_high_watermark(99) and log.high_watermark == 3  # clamped to the log end
+    log.close()
+
+
+def test_a_new_leader_epoch_starts_after_an_append_in_flight(tmp_path: Path) -> None:
+    """Becoming leader at a new epoch while an append of the old one holds the log on an I/O thread
+    (a roll, say): the epoch starts after that append's batch, not at the offset it took. Read
+    outside the lock, the log end gave the epoch a start its batch then took with the old epoch, and
+    the followers, which learn epochs from the batches, disagreed by one (a mixed-cluster run)."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(batch(3), leader_epoch=2)  # offsets 0..2
+    holding = threading.Event()
+
+    def slow_append() -> None:
+        with log._lock:  # what an append on an I/O thread holds while it rolls and fsyncs
+            holding.set()
+            time.sleep(0.2)
+            log.append_as_leader(batch(2), leader_epoch=2)  # offsets 3..4, epoch 2
+    appender = threading.Thread(target=slow_append)
+    appender.start()
+    holding.wait()
+    assert log.assign_epoch_at_log_end(3) == 5  # the broker becoming leader at epoch 3 meanwhile
+    appender.join()
+    assert (log.end_offset_for_epoch(2), log.end_offset_for_epoch(3)) == ((2, 5), (3, 5))
+    log.close()
+
+
+def test_an_append_decided_under_an_older_leader_epoch_is_refused(tmp_path: Path) -> None:
+    """Its batch would carry the old epoch after the new one started (and the epoch cache would
+    drop the new one): NOT_LEADER_OR_FOLLOWER, nothing written, so the producer retries."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(batch(3), leader_epoch=2)
+    log.assign_epoch_at_log_end(3)
+    with pytest.raises(StaleLeaderEpochError):
+        log.append_as_leader(batch(2), leader_epoch=2)
+    assert log.log_end_offset == 3 and log.leader_epoch_cache.latest_epoch() == 3
+    assert log.append_as_leader(batch(2), leader_epoch=3).first_offset == 3
     log.close()
 
 
