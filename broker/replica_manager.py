@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from broker.replication.replication_quota import ReplicationQuotaManager
 
 log = logging.getLogger(__name__)
+STOP_REPLICA_LOGGED = 20  # partitions named in the StopReplica log line (a topic deletion stops thousands)
 
 TopicPartition = tuple[str, int]
 EPOCH_DURING_DELETE = -2
@@ -267,9 +268,11 @@ class ReplicaManager:
             return StopReplicaResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
         errors = []
         # As Kafka's state-change log: which replicas a controller stopped is otherwise invisible.
-        log.info("Handling StopReplica from controller %d (epoch %d) for %s", request.controller_id,
-                 request.controller_epoch, sorted((t.topic_name, p.partition_index, p.delete_partition)
-                                                  for t in request.topic_states for p in t.partition_states))
+        stopped = sorted((t.topic_name, p.partition_index, p.delete_partition)
+                         for t in request.topic_states for p in t.partition_states)
+        log.info("Handling StopReplica from controller %d (epoch %d) for %d partitions (topic, partition, delete): "
+                 "%s%s", request.controller_id, request.controller_epoch, len(stopped), stopped[:STOP_REPLICA_LOGGED],
+                 f" and {len(stopped) - STOP_REPLICA_LOGGED} more" if len(stopped) > STOP_REPLICA_LOGGED else "")
         for topic_state in request.topic_states:
             topic = topic_state.topic_name
             for state in topic_state.partition_states:

@@ -561,12 +561,6 @@ class Log:
         return None
 
     @follows_move
-    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
-        """Record that ``leader_epoch`` starts at ``start_offset``."""
-        with self._lock:
-            self._check_not_moved()
-            self.leader_epoch_cache.assign(leader_epoch, start_offset)
-
     def assign_epoch_at_log_end(self, leader_epoch: int) -> int:
         """Start ``leader_epoch`` at the log end, read under the append lock, and return that offset
         (the broker becoming leader). An append in flight on an I/O thread finishes first, so the

@@ -16,8 +16,9 @@ Each partition is in one of two states:
 
 A partition whose leader answered an error waits ``replica.fetch.backoff.ms`` before it is
 tried again, and so does one whose data raised something unexpected (logged with its traceback,
-as Kafka's fetcher logs it, rather than ending the fetcher of every partition it copies); a throttled partition that is not caught up is left out of fetches while the
-follower replication quota is used up. Response processing holds ``processing``, which the ReplicaManager also takes
+as Kafka's fetcher logs it, rather than ending the fetcher of every partition it copies). A
+throttled partition that is not caught up is left out of fetches while the follower replication
+quota is used up. Response processing holds ``processing``, which the ReplicaManager also takes
 before it hands the partition to someone else (a new leader epoch, leadership, deletion), so
 an append in progress always finishes against the state it was fetched for.
 """

@@ -121,7 +121,7 @@ def test_an_epoch_led_without_appends_is_dropped_at_the_log_end(tmp_path: Path) 
     # never had epoch 3 and answers that epoch 2 ends at 4: nothing to cut from the log, but the
     # epoch must go, or every fetch would claim epoch 3 again and diverge forever.
     log = _log_with_epochs(tmp_path, [(2, 4)])
-    log.maybe_assign_epoch_start_offset(3, 4)
+    assert log.assign_epoch_at_log_end(3) == 4
     state = _follower(log)
     _decide(state, _answer(2, 4))
     assert log.log_end_offset == 4

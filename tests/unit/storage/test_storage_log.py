@@ -371,7 +371,7 @@ def test_old_producer_snapshots_are_dropped_after_the_recovery_point_checkpoint(
 def test_leader_bookkeeping_entry_points(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     log.append_as_leader(batch(3), leader_epoch=2)
-    log.maybe_assign_epoch_start_offset(5, log.log_end_offset)  # becoming leader at epoch 5
+    assert log.assign_epoch_at_log_end(5) == 3  # becoming leader at epoch 5
     assert log.end_offset_for_epoch(2) == (2, 3) and log.end_offset_for_epoch(5) == (5, 3)
     assert log.maybe_increment_high_watermark(2) and not log.maybe_increment_high_watermark(1)
     assert log.maybe_increment_high_watermark(99) and log.high_watermark == 3  # clamped to the log end
