@@ -67,8 +67,17 @@ class AlterPartitionManager:
             self._wakeup.clear()
             batch = {tp: p for tp, p in self._queued.items() if p.pending_isr is not None}  # not reset meanwhile
             self._queued = {}
-            if batch:
+            if not batch:
+                continue
+            try:
                 await self._send(batch)
+            except Exception:  # noqa: BLE001 - the sender must outlive any one answer
+                # A dead sender would leave every proposal pending for good: no ISR of a partition
+                # whose leader epoch stays the same could change again.
+                log.exception("Unexpected error sending AlterPartition for %d partitions; they will be "
+                              "proposed again", len(batch))
+                for partition in batch.values():
+                    partition.pending_isr = None
 
     async def _send(self, batch: dict[TopicPartition, Partition]) -> None:
         by_id = all(p.topic_id is not None for p in batch.values())

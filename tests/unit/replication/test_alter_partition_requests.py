@@ -1,6 +1,7 @@
 """The AlterPartition requests a leader sends: what a Kafka 3.9 broker sends, at the version it uses."""
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,3 +43,39 @@ def test_by_name_at_v1_while_the_topic_id_is_unknown(tmp_path: Path) -> None:
     _, decoded = decode_request(encode_request(request, ApiKey.ALTER_PARTITION, 1, 1, "0")[4:])
     assert decoded.topics[0].topic_name == "t"
     assert list(decoded.topics[0].partitions[0].new_isr) == [0, 1, 2]
+
+
+def test_the_sender_outlives_an_unexpected_error(tmp_path: Path) -> None:
+    """An answer the sender cannot handle leaves no proposal pending, and the next one is sent."""
+    asyncio.run(_sender_outlives_an_unexpected_error(tmp_path))
+
+
+async def _sender_outlives_an_unexpected_error(tmp_path: Path) -> None:
+    manager = _manager()
+    sent: list[list[int]] = []
+
+    async def send(batch: dict) -> None:
+        sent.append(list(next(iter(batch.values())).pending_isr))
+        if len(sent) == 1:
+            raise KeyError("an unexpected answer")
+        next(iter(batch.values())).pending_isr = None
+
+    manager._send = send  # type: ignore[method-assign]
+    manager.start()
+    try:
+        partition = _leader(tmp_path, uuid.uuid4())
+        partition.pending_isr = None
+        manager.submit(partition, [0, 1, 2])
+        for _ in range(100):
+            if sent and partition.pending_isr is None:
+                break
+            await asyncio.sleep(0.01)
+        assert partition.pending_isr is None
+        manager.submit(partition, [0, 1])
+        for _ in range(100):
+            if len(sent) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert sent == [[0, 1, 2], [0, 1]]
+    finally:
+        await manager.shutdown()
