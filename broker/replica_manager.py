@@ -427,7 +427,10 @@ class ReplicaManager:
         """Kafka's isr-expiration task: check every half lag period."""
         while True:
             await asyncio.sleep(lag_time_max_ms / 2000)
-            self.maybe_shrink_isr(lag_time_max_ms)
+            try:
+                self.maybe_shrink_isr(lag_time_max_ms)
+            except Exception:  # noqa: BLE001 - the task must outlive one bad check, as Kafka's scheduler does
+                log.exception("Uncaught exception in scheduled task 'isr-expiration'")
 
     def complete_delayed_requests(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)

@@ -79,3 +79,4 @@ async def _sender_outlives_an_unexpected_error(tmp_path: Path) -> None:
         assert sent == [[0, 1, 2], [0, 1]]
     finally:
         await manager.shutdown()
+

@@ -1,12 +1,14 @@
 """The leader's view of its followers: high watermark, ISR expand and shrink (broker.partition)."""
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from broker.partition import FollowerState, Partition
+from broker.replica_manager import ReplicaManager
 from protocol.errors import Errors, KafkaApiError
 from tests.unit.storage.storage_test_helpers import batch, config, open_log
 
@@ -149,3 +151,25 @@ def test_an_epoch_newer_than_the_leaders_is_out_of_range(leader_with_epochs: Par
     with pytest.raises(KafkaApiError) as raised:
         leader_with_epochs.diverging_epoch(9, 10)
     assert raised.value.error is Errors.OFFSET_OUT_OF_RANGE
+
+
+def test_isr_expiration_outlives_an_unexpected_error() -> None:
+    """Kafka's scheduler logs a task's exception and runs it again: so does the isr-expiration loop."""
+    checks: list[int] = []
+
+    def shrink(lag_time_max_ms: int) -> None:
+        checks.append(lag_time_max_ms)
+        if len(checks) == 1:
+            raise KeyError("a partition that went away")
+
+    async def run() -> None:
+        task = asyncio.ensure_future(ReplicaManager.run_isr_expiration(SimpleNamespace(maybe_shrink_isr=shrink), 10))
+        for _ in range(200):
+            if len(checks) >= 3:
+                break
+            await asyncio.sleep(0.005)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run())
+    assert checks[:3] == [10, 10, 10]
