@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 from broker.config_defs import ConfigError
+from broker.quota.sampled_rate import SampledRate
 
 log = logging.getLogger(__name__)
 
@@ -43,42 +44,6 @@ def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
             raise ConfigError("max.connections.per.ip.overrides", f"cannot resolve host {host!r}: {exc}") from None
         resolved[normalize_ip(address)] = limit
     return resolved
-
-
-class SampledRate:
-    """Kafka's Rate over a SampledStat: events per second in the retained windows, the elapsed time
-    never counted as less than ``samples - 1`` full windows (so a burst at start-up is averaged)."""
-
-    def __init__(self, samples: int, window_s: float) -> None:
-        self.samples = samples
-        self.window_s = window_s
-        self._windows: deque[list[float]] = deque()  # [start, count], oldest first
-
-    def record(self, now: float) -> None:
-        self._purge(now)
-        windows = self._windows
-        if not windows or now - windows[-1][0] >= self.window_s:
-            if len(windows) == self.samples:
-                windows.popleft()
-            windows.append([now, 0])
-        windows[-1][1] += 1
-
-    def window_size_s(self, now: float) -> float:
-        self._purge(now)
-        elapsed = now - self._windows[0][0] if self._windows else 0.0
-        full = int(elapsed // self.window_s)
-        if full < self.samples - 1:
-            elapsed += (self.samples - 1 - full) * self.window_s
-        return max(elapsed, 0.001)
-
-    def rate(self, now: float) -> float:
-        size = self.window_size_s(now)
-        return sum(count for _, count in self._windows) / size
-
-    def _purge(self, now: float) -> None:
-        expired = self.samples * self.window_s
-        while self._windows and now - self._windows[0][0] >= expired:
-            self._windows.popleft()
 
 
 class ConnectionQuotas:
@@ -111,14 +76,14 @@ class ConnectionQuotas:
         if self.max_connection_creation_rate >= INT_MAX or protected:
             return 0.0
         now = time.monotonic() if now is None else now
-        self._creation_rate.record(now)
+        self._creation_rate.record(1, now)
         rate = self._creation_rate.rate(now)
         quota = self.max_connection_creation_rate
         if rate <= quota:
             return 0.0
         if quota == 0:
             return self._max_throttle_s
-        throttle = (rate - quota) / quota * self._creation_rate.window_size_s(now)
+        throttle = (rate - quota) / quota * self._creation_rate.window_size(now)
         return min(throttle, self._max_throttle_s)
 
     def try_inc(self, ip: str) -> bool:
