@@ -55,11 +55,12 @@ class CachedPartition:
             self.topic_id = other.topic_id
 
     def must_respond(self, error: int, has_records: bool, high_watermark: int, last_stable_offset: int,
-                     log_start_offset: int) -> bool:
-        """Record what is sent; True when an incremental response has to carry this partition."""
+                     log_start_offset: int, remember: bool = True) -> bool:
+        """True when an incremental response has to carry this partition; with ``remember``, what
+        is sent is recorded (not for a response that may still be replaced, see ``remove``)."""
         changed = (high_watermark, last_stable_offset, log_start_offset) != (
             self.high_watermark, self.last_stable_offset, self.local_log_start_offset)
-        if error == 0:
+        if error == 0 and remember:
             self.high_watermark = high_watermark
             self.last_stable_offset = last_stable_offset
             self.local_log_start_offset = log_start_offset
@@ -108,6 +109,11 @@ class FetchSessionCache:
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def remove(self, session_id: int) -> None:
+        """Drop a session a throttled fetch just created: Kafka creates one only with the first
+        response that carries data, so the client opens it again with its next full fetch."""
+        self._sessions.pop(session_id, None)
 
     def new_context(self, session_id: int, epoch: int, fetch_data: OrderedDict[TopicPartition, CachedPartition],
                     forgotten: list[TopicPartition], uses_topic_ids: bool,

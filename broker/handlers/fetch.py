@@ -109,13 +109,16 @@ def _partition_data(tp: TopicPartition, read: PartitionReadResult, fetch_offset:
 
 
 def _build_response(services: BrokerServices, context: FetchContext, results: dict[TopicPartition, PartitionReadResult],
-                    version: int, read_committed: bool, listener: str) -> Any:
+                    version: int, read_committed: bool, listener: str, remember: bool = True) -> Any:
+    """The response to send; ``remember=False`` leaves the session as it was (a response that
+    is only measured, for a quota)."""
     topics: OrderedDict[str, Any] = OrderedDict()
     endpoints: dict[int, Any] = {}  # KIP-951 new-leader hints
     for tp, cached in context.partitions.items():
         read = results[tp]
         include = cached.must_respond(int(read.error), len(read.records) > 0 or read.diverging_epoch is not None,
-                                      read.high_watermark, read.last_stable_offset, read.log_start_offset)
+                                      read.high_watermark, read.last_stable_offset, read.log_start_offset,
+                                      remember)
         if context.incremental and not include:
             continue
         topic = topics.get(tp[0])
@@ -156,6 +159,27 @@ def _unauthorized(services: BrokerServices, request: Request, replica_id: int,
             if tp[0] not in allowed}
 
 
+def _quota_throttle_ms(services: BrokerServices, request: Request, replica_id: int, response: Response) -> int:
+    """How long a consumer's fetch answered with ``response`` is throttled by its quotas (0: not):
+    a throttled fetch is answered empty instead, as Kafka 3.9 does. Followers are not client-quota bound."""
+    if replica_id >= 0 or not services.quotas.fetch_quotas_apply:
+        return 0
+    return services.quotas.fetch_throttle_ms(request, response.size())
+
+
+def _throttled(services: BrokerServices, request: Request, context: FetchContext, throttle_ms: int) -> Response:
+    """Kafka's getThrottledResponse: no partitions; a session the fetch would have opened is not
+    opened (session id 0), an incremental one goes on."""
+    session_id = context.session_id
+    if context.session is not None and not context.incremental:
+        services.fetch_session_cache.remove(session_id)
+        session_id = 0
+    response = Response.send(request, FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id,
+                                                    responses=[]))
+    response.throttle(throttle_ms)
+    return response
+
+
 @handles(ApiKey.FETCH, error_response=_error_response)
 async def handle_fetch(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
@@ -167,15 +191,20 @@ async def handle_fetch(services: BrokerServices, request: Request) -> Response |
         body.session_id, body.session_epoch, fetch_data, forgotten, version >= TOPIC_ID_MIN_VERSION, unknown,
         forgotten_ids, services.metadata_cache.topic_name) if version >= 7 else FetchContext(fetch_data)
     if context.error:
-        return Response.send(request, _error_response(request, context.error))
+        response = Response.send(request, _error_response(request, context.error))
+        throttle_ms = _quota_throttle_ms(services, request, replica_id, response)
+        if throttle_ms > 0:
+            response.throttle(throttle_ms)  # the error's answer carries no data anyway
+        return response
     read_committed = version >= 4 and body.isolation_level == READ_COMMITTED and replica_id < 0
     if replica_id >= 0:
         isolation = FetchIsolation.LOG_END
     else:
         isolation = FetchIsolation.TXN_COMMITTED if read_committed else FetchIsolation.HIGH_WATERMARK
     max_bytes = body.max_bytes if version >= 3 else 0x7FFFFFFF
-    if replica_id < 0:
-        max_bytes = min(max_bytes, services.config.fetch_max_bytes)  # the first batch still comes whole
+    if replica_id < 0:  # the first batch still comes whole
+        max_bytes = int(min(max_bytes, services.config.fetch_max_bytes, services.quotas.fetch_bound(request)))
+    min_bytes = min(body.min_bytes, max_bytes)
     denied = _unauthorized(services, request, replica_id, context.partitions)
     specs = {tp: FetchPartitionSpec(c.fetch_offset, c.max_bytes, c.current_leader_epoch, c.log_start_offset,
                                     c.last_fetched_epoch) for tp, c in context.partitions.items() if tp not in denied}
@@ -188,22 +217,30 @@ async def handle_fetch(services: BrokerServices, request: Request) -> Response |
         return {**denied, **replica_manager.read_from_local_log(specs, replica_id, isolation, max_bytes)}
 
     def response(final: dict[TopicPartition, PartitionReadResult]) -> Response:
+        def build(remember: bool = True) -> Any:
+            return _build_response(services, context, final, version, read_committed, request.listener_name,
+                                   remember)
+
+        throttle_ms = 0
+        if replica_id < 0 and services.quotas.fetch_quotas_apply:  # measured without touching the session
+            throttle_ms = _quota_throttle_ms(services, request, replica_id, answer(request, lambda: build(False)))
         for tp in specs:  # once per request, on what is sent (a delayed fetch reads more than once)
             result = final[tp]
             if result.error not in NOT_COUNTED_AS_FAILED:
                 stats.mark_failed_fetch(tp[0])
-            if size := len(result.records):
+            if (size := len(result.records)) and not throttle_ms:
                 stats.mark_bytes_out(tp[0], size, replica_id >= 0)
-        return answer(request, lambda: _build_response(services, context, final, version, read_committed,
-                                                       request.listener_name))
+        if throttle_ms > 0:
+            return _throttled(services, request, context, throttle_ms)
+        return answer(request, build)
 
     results = read()
-    if body.max_wait_ms <= 0 or not specs or enough(results, body.min_bytes):
+    if body.max_wait_ms <= 0 or not specs or enough(results, min_bytes):
         return response(results)
 
     def respond(final: dict[TopicPartition, PartitionReadResult]) -> None:
         services.request_channel.send_response(response(final))
 
-    operation = DelayedFetch(body.max_wait_ms, body.min_bytes, read, respond)
+    operation = DelayedFetch(body.max_wait_ms, min_bytes, read, respond)
     replica_manager.fetch_purgatory.try_complete_else_watch(operation, list(specs))
     return None

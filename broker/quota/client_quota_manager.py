@@ -8,9 +8,11 @@ C, <default> client id. Which of those levels are in use decides what the rate i
 users of that client id.
 
 ``QuotaManagers.on_response`` sees every response before it is sent: it records the produced bytes
-(request size), the fetched bytes (response size) and the handler time (as a percentage of one
-thread, for ``request_percentage``), and when a rate is over its bound it sets the response's
-``throttle_time_ms`` and has the connection muted for that long, as Kafka does.
+(request size) and the handler time (as a percentage of one thread, for ``request_percentage``),
+and when a rate is over its bound it sets the response's ``throttle_time_ms`` and has the
+connection muted for that long, as Kafka does. A consumer's fetch is recorded by the fetch handler
+(``fetch_throttle_ms``) before its response is made: a throttled fetch is answered empty, its bytes
+taken back, and a fetch returns at most what the quota allows over its windows, as in Kafka.
 """
 
 from __future__ import annotations
@@ -115,6 +117,21 @@ class ClientQuotaManager:
             throttle_ms = min(throttle_ms, self.max_throttle_ms)
         return round(throttle_ms)
 
+    def unrecord(self, user: str, client_id: str, value: float, now: float) -> None:
+        """Take back a recorded ``value`` (Kafka's unrecordQuotaSensor): a fetch answered empty
+        because it was throttled delivered none of the bytes recorded for it."""
+        sensor = self._sensors.get(self.metric_tags(user, client_id))
+        if sensor is not None:
+            sensor.record(-value, now)
+
+    def max_value_in_quota_window(self, user: str, client_id: str) -> float:
+        """The most a quota allows over all but one of its windows (Kafka's
+        getMaxValueInQuotaWindow): the size bound of one fetch by a quota-bound consumer."""
+        if not self.quotas:
+            return math.inf
+        bound = self.quota_limit(self.metric_tags(user, client_id))
+        return math.inf if bound is None else bound * (self.window_num - 1) * self.window_s
+
     def _purge(self, now: float) -> None:
         if now - self._last_purge < 60:
             return
@@ -209,13 +226,14 @@ class QuotaManagers:
                 log.error("Ignoring the invalid %s quota %r of %s", manager.key, value, entity)
 
     def on_response(self, response: Response) -> None:
-        """Record the response's request against the quotas; throttle it when over one."""
-        produce, fetch, request_quota = self.produce, self.fetch, self.request
-        if not (produce.quotas or fetch.quotas or request_quota.quotas):  # ``enabled``, without three calls
+        """Record the response's request against the quotas; throttle it when over one. Fetches
+        record their own (``fetch_throttle_ms``), as a throttled fetch is answered empty."""
+        produce, request_quota = self.produce, self.request
+        if not (produce.quotas or request_quota.quotas):  # ``enabled``, without two calls
             return
         request = response.request
         api_key = request.api_key
-        if api_key in EXEMPT_APIS:
+        if api_key in EXEMPT_APIS or api_key == ApiKey.FETCH:
             return
         user = sanitize(request.principal.name)
         client_id = request.header.client_id or ""
@@ -223,19 +241,41 @@ class QuotaManagers:
         throttle = 0
         if api_key == ApiKey.PRODUCE and produce.enabled:
             throttle = produce.record_and_get_throttle_ms(user, client_id, len(request.buffer), now)
-        elif api_key == ApiKey.FETCH and fetch.enabled and not _from_follower(request):
-            throttle = fetch.record_and_get_throttle_ms(user, client_id, response.size(), now)
-        if request_quota.enabled and not (api_key == ApiKey.FETCH and _from_follower(request)) \
-                and response.parts:  # acks=0 produce is exempt from the request quota
-            busy_ns = request.handler_time_ns or (time.monotonic_ns() - request.receive_time_ns)
-            percentage = busy_ns * 100.0 / 1e9
-            throttle = max(throttle, request_quota.record_and_get_throttle_ms(user, client_id, percentage, now))
+        if request_quota.enabled and response.parts:  # acks=0 produce is exempt from the request quota
+            throttle = max(throttle, self._record_request_time(request, user, client_id, now))
         if throttle > response.throttle_ms:
             response.throttle(throttle)
 
+    @property
+    def fetch_quotas_apply(self) -> bool:
+        """Whether a consumer fetch may be throttled at all (a fetch or request quota is set)."""
+        return bool(self.fetch.quotas or self.request.quotas)
 
-def _from_follower(request: object) -> bool:
-    body = request.body()  # type: ignore[attr-defined]
-    replica_id = body.replica_state.replica_id if request.api_version >= 15 else body.replica_id  # type: ignore[attr-defined]
-    return replica_id >= 0
+    def fetch_bound(self, request: Request) -> float:
+        """The most bytes one consumer fetch may return under its fetch quota (inf without one)."""
+        if not self.fetch.quotas:
+            return math.inf
+        return self.fetch.max_value_in_quota_window(sanitize(request.principal.name), request.header.client_id or "")
 
+    def fetch_throttle_ms(self, request: Request, response_size: int) -> int:
+        """A consumer fetch about to be answered with ``response_size`` bytes: record them and the
+        request's handler time, and return the throttle time. When it is above zero the fetch is
+        answered empty, so its bytes are taken back (Kafka's handleFetchRequest)."""
+        fetch, request_quota = self.fetch, self.request
+        if not (fetch.quotas or request_quota.quotas):
+            return 0
+        user = sanitize(request.principal.name)
+        client_id = request.header.client_id or ""
+        now = time.monotonic()
+        throttle = fetch.record_and_get_throttle_ms(user, client_id, response_size, now) if fetch.quotas else 0
+        if request_quota.quotas:
+            throttle = max(throttle, self._record_request_time(request, user, client_id, now))
+        if throttle and fetch.quotas:
+            fetch.unrecord(user, client_id, response_size, now)
+        return throttle
+
+    def _record_request_time(self, request: Request, user: str, client_id: str, now: float) -> int:
+        """The request's handler time so far as a percentage of one thread (request_percentage)."""
+        started = request.dequeue_time_ns or request.receive_time_ns
+        busy_ns = request.handler_time_ns or (time.monotonic_ns() - started)
+        return self.request.record_and_get_throttle_ms(user, client_id, busy_ns * 100.0 / 1e9, now)
