@@ -309,6 +309,7 @@ class KafkaServer:
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
             security=self.client_security,
             broker_epoch=lambda: replica_manager.broker_epoch,
+            replication_bytes_in=replica_manager.topic_stats.mark_replication_bytes_in,
         ), config.get("num.replica.fetchers"), replica_manager.run_blocking, quotas.follower)
         alter_partition = AlterPartitionManager(
             broker_id, lambda: replica_manager.broker_epoch, replica_manager.metadata_cache,

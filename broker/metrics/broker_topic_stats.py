@@ -15,7 +15,7 @@ class BrokerTopicMetrics:
 
     __slots__ = ("messages_in", "bytes_in", "bytes_out", "bytes_rejected", "failed_produce_requests",
                  "failed_fetch_requests", "total_produce_requests", "total_fetch_requests",
-                 "replication_bytes_out")
+                 "replication_bytes_in", "replication_bytes_out")
 
     # (attribute, Kafka's meter name); replication bytes are counted for all topics only, as in Kafka.
     METERS: tuple[tuple[str, str], ...] = (
@@ -28,7 +28,8 @@ class BrokerTopicMetrics:
         ("total_produce_requests", "TotalProduceRequestsPerSec"),
         ("total_fetch_requests", "TotalFetchRequestsPerSec"),
     )
-    ALL_TOPICS_ONLY: tuple[tuple[str, str], ...] = (("replication_bytes_out", "ReplicationBytesOutPerSec"),)
+    ALL_TOPICS_ONLY: tuple[tuple[str, str], ...] = (("replication_bytes_in", "ReplicationBytesInPerSec"),
+                                                    ("replication_bytes_out", "ReplicationBytesOutPerSec"))
 
     def __init__(self) -> None:
         for attribute in self.__slots__:
@@ -83,6 +84,10 @@ class BrokerTopicStats:
             return
         self.topic(topic).bytes_out += size
         self.all_topics.bytes_out += size
+
+    def mark_replication_bytes_in(self, size: int) -> None:
+        """Bytes a replica fetcher appended (Kafka's updateReplicationBytesIn, all topics only)."""
+        self.all_topics.replication_bytes_in += size
 
     def remove(self, topic: str) -> None:
         self.topics.pop(topic, None)

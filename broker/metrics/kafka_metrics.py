@@ -160,8 +160,14 @@ class KafkaMetrics:
             families.gauge(bean, "PurgatorySize", purgatory.watched(), delayedOperation=purgatory.name)
             families.gauge(bean, "NumDelayedOperations", purgatory.delayed(), delayedOperation=purgatory.name)
         fetchers = replica_manager.fetcher_manager
-        families.gauge("kafka.server:type=ReplicaFetcherManager", "MaxLag",
-                       fetchers.max_lag() if fetchers is not None else 0, clientId="Replica")
+        bean = "kafka.server:type=ReplicaFetcherManager"
+        families.gauge(bean, "MaxLag", fetchers.max_lag() if fetchers is not None else 0, clientId="Replica")
+        families.gauge(bean, "MinFetchRate", fetchers.min_fetch_rate() if fetchers is not None else 0.0,
+                       clientId="Replica")
+        families.gauge(bean, "DeadThreadCount", fetchers.dead_thread_count() if fetchers is not None else 0,
+                       clientId="Replica")
+        families.gauge(bean, "FailedPartitionsCount",
+                       fetchers.failed_partitions_count() if fetchers is not None else 0, clientId="Replica")
 
     def _logs(self, families: MBeanFamilies) -> None:
         log_manager = self.services.log_manager

@@ -16,7 +16,9 @@ Each partition is in one of two states:
 
 A partition whose leader answered an error waits ``replica.fetch.backoff.ms`` before it is
 tried again, and so does one whose data raised something unexpected (logged with its traceback,
-as Kafka's fetcher logs it, rather than ending the fetcher of every partition it copies). A
+as Kafka's fetcher logs it, rather than ending the fetcher of every partition it copies; counted
+in FailedPartitionsCount until a round of it succeeds, where Kafka stops fetching it until its
+next LeaderAndIsr). A
 throttled partition that is not caught up is left out of fetches while the follower replication
 quota is used up. Response processing holds ``processing``, which the ReplicaManager also takes
 before it hands the partition to someone else (a new leader epoch, leadership, deletion), so
@@ -28,11 +30,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.network.network_client import NETWORK_ERRORS, NetworkClient
+from broker.quota.sampled_rate import SampledRate
 from broker.replication.fetch_session_handler import FetchSessionHandler, SessionFetch
 from broker.security.client_security import PLAINTEXT, ClientSecurity
 from protocol.api_keys import ApiKey
@@ -56,8 +60,13 @@ REPLICA_STATE_MIN_VERSION = 15
 SESSION_ERRORS = (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH,
                   Errors.FETCH_SESSION_TOPIC_ID_ERROR)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4  # with the replica id, flexible
+REQUEST_RATE_WINDOWS, REQUEST_RATE_WINDOW_S = 12, 5.0  # the fetch request rate over the last minute
 TopicPartition = tuple[str, int]
 RunBlocking = Callable[..., Awaitable[Any]]
+
+
+def _uncounted(size: int) -> None:
+    pass
 
 
 def _unknown_broker_epoch() -> int:
@@ -97,6 +106,7 @@ class FetcherConfig:
     socket_timeout_ms: int  # replica.socket.timeout.ms
     broker_epoch: Callable[[], int] = _unknown_broker_epoch  # sent in Fetch v15+'s replica state
     security: ClientSecurity = PLAINTEXT  # TLS and SASL of the inter-broker listener
+    replication_bytes_in: Callable[[int], None] = _uncounted  # BrokerTopicMetrics ReplicationBytesInPerSec
 
 
 @dataclass(slots=True)
@@ -107,6 +117,7 @@ class PartitionFetchState:
     state: ReplicaState
     delayed_until: float = 0.0  # event-loop time
     in_sync: bool = False  # reached the leader's high watermark at the last fetch
+    failed: bool = False  # its last round ended in an unexpected error (FailedPartitionsCount)
     lag: int = 0  # the leader's high watermark minus our next offset, at the last fetch (Kafka's FetcherLagStats)
 
     @property
@@ -129,6 +140,7 @@ class ReplicaFetcher:
         self._wakeup = asyncio.Event()
         self._client = NetworkClient(name, (config.socket_timeout_ms + config.max_wait_ms) / 1000, config.security)
         self.session = FetchSessionHandler()
+        self.request_rate = SampledRate(REQUEST_RATE_WINDOWS, REQUEST_RATE_WINDOW_S)  # fetches sent (MinFetchRate)
         self._task: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
@@ -153,6 +165,12 @@ class ReplicaFetcher:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
 
+    @property
+    def is_dead(self) -> bool:
+        """The task ended other than by shutdown (Kafka's isThreadFailed, DeadThreadCount)."""
+        task = self._task
+        return task is not None and task.done() and not task.cancelled()
+
     async def shutdown(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -171,7 +189,7 @@ class ReplicaFetcher:
                     await self._fetch(ready)
             except Exception:  # noqa: BLE001 - a bug must not end the fetcher for every partition it copies
                 log.exception("[%s] Unexpected error in a fetch round for %s; backing off", self.name, sorted(ready))
-                self._back_off(list(ready.values()))
+                self._fail(list(ready.values()))
 
     async def _ready_partitions(self) -> dict[TopicPartition, PartitionFetchState]:
         loop = asyncio.get_running_loop()
@@ -187,6 +205,13 @@ class ReplicaFetcher:
                     await self._wakeup.wait()
             except TimeoutError:
                 pass
+
+    def _fail(self, states: list[PartitionFetchState]) -> None:
+        """Kafka marks such partitions failed and stops fetching them until their next
+        LeaderAndIsr; here they are counted as failed and tried again after the back-off."""
+        for state in states:
+            state.failed = True
+        self._back_off(states)
 
     def _back_off(self, states: list[PartitionFetchState]) -> None:
         until = asyncio.get_running_loop().time() + self.config.backoff_ms / 1000
@@ -277,6 +302,7 @@ class ReplicaFetcher:
                 return
         offsets = {tp: s.fetch_offset for tp, s in fetching.items()}
         request, version, fetch = self._fetch_request(fetching)
+        self.request_rate.record(1, time.monotonic())
         response = await self._send(request, ApiKey.FETCH, version, list(fetching.values()))
         if response is None:
             self.session.handle_error()
@@ -305,7 +331,7 @@ class ReplicaFetcher:
                     except Exception:  # noqa: BLE001 - as Kafka's fetcher: this partition only, logged
                         log.exception("[%s] Unexpected error occurred while processing data for partition %s-%d at "
                                       "offset %d", self.name, *tp, state.fetch_offset)
-                        self._back_off([state])
+                        self._fail([state])
 
     def _fetch_request(self, fetching: dict[TopicPartition, PartitionFetchState]
                        ) -> tuple[FetchRequest, int, SessionFetch]:
@@ -365,9 +391,11 @@ class ReplicaFetcher:
                               state.fetch_offset, exc)
                     self._back_off([state])
                     return
+                self.config.replication_bytes_in(len(records))
                 if self._throttled(tp, state):
                     assert self.quota is not None
                     self.quota.record(len(records))
+            state.failed = False
             state.fetch_offset = tp_log.log_end_offset
             if data.log_start_offset > tp_log.log_start_offset:
                 await self.run_blocking(tp_log.maybe_increment_log_start_offset, data.log_start_offset)

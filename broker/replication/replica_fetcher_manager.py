@@ -8,6 +8,7 @@ left without partitions is stopped.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from broker.replication.replica_fetcher import FetcherConfig, ReplicaFetcher, RunBlocking
@@ -74,6 +75,20 @@ class ReplicaFetcherManager:
     def max_lag(self) -> int:
         """Kafka's ReplicaFetcherManager MaxLag: the largest lag of any followed partition."""
         return max((state.lag for fetcher in self.fetchers.values() for state in fetcher.states.values()), default=0)
+
+    def failed_partitions_count(self) -> int:
+        """Kafka's FailedPartitionsCount: followed partitions whose last round failed unexpectedly."""
+        return sum(state.failed for fetcher in self.fetchers.values() for state in fetcher.states.values())
+
+    def dead_thread_count(self) -> int:
+        """Kafka's DeadThreadCount: fetchers whose task ended other than by shutdown."""
+        return sum(fetcher.is_dead for fetcher in self.fetchers.values())
+
+    def min_fetch_rate(self) -> float:
+        """Kafka's MinFetchRate: the lowest fetch request rate of any fetcher over the last minute
+        (0 without fetchers)."""
+        now = time.monotonic()
+        return min((fetcher.request_rate.rate(now) for fetcher in self.fetchers.values()), default=0.0)
 
     async def shutdown(self) -> None:
         fetchers, self.fetchers = list(self.fetchers.values()), {}

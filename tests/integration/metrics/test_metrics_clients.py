@@ -64,6 +64,8 @@ def counters(samples: list[Samples], topic: str) -> dict[str, float]:
     names = ["messagesin", "bytesin", "bytesout", "totalproducerequests", "totalfetchrequests",
              "failedproducerequests", "bytesrejected"]
     out = {n: total(samples, f"kafka_server_brokertopicmetrics_{n}_total", topic=topic) for n in names}
+    for name in ("replicationbytesin", "replicationbytesout"):  # counted for all topics only, as in Kafka
+        out[name] = total(samples, f"kafka_server_brokertopicmetrics_{name}_total")
     for request in ("Produce", "OffsetCommit", "Fetch", "FetchConsumer"):
         out[request] = sum(v for s in samples for v in matching(s, "kafka_network_requestmetrics_requests_total",
                                                                  request=request).values())
@@ -123,6 +125,14 @@ def test_counts_equal_what_producers_and_consumers_did(cluster: MeteredCluster) 
                                    for p in range(3))
     assert all(value(samples[leaders[p]], "kafka_log_log_logendoffset", topic=topic, partition=str(p)) == 1000
                for p in range(3))
+    # Both followers of each partition appended every batch (and the offset commits besides), all
+    # of it sent by the leaders; the fetchers are alive, fetching, and none failed.
+    assert delta["replicationbytesout"] >= delta["replicationbytesin"] >= 2 * delta["bytesin"] > 0
+    for broker_samples in samples:
+        fetchers = {"clientId": "Replica"}
+        assert value(broker_samples, "kafka_server_replicafetchermanager_minfetchrate", **fetchers) > 0
+        assert value(broker_samples, "kafka_server_replicafetchermanager_deadthreadcount", **fetchers) == 0
+        assert value(broker_samples, "kafka_server_replicafetchermanager_failedpartitionscount", **fetchers) == 0
     # The consumer read every batch at least once, in fetches counted as Fetch and FetchConsumer.
     assert delta["bytesout"] >= delta["bytesin"]
     assert delta["totalfetchrequests"] > 0 and delta["Fetch"] >= delta["FetchConsumer"] > 0

@@ -6,6 +6,7 @@ The ReplicaFetcher's decision is exercised on a real Log; only the network is le
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -218,8 +219,14 @@ def test_an_unexpected_error_on_one_partition_backs_it_off_and_spares_the_others
     asyncio.run(one_round())
     assert seen == [("t", 0), ("t", 1)]
     assert first.delayed_until > 0 and second.delayed_until == 0
+    assert (first.failed, second.failed) == (True, False)  # FailedPartitionsCount
     assert "Unexpected error occurred while processing data for partition t-0 at offset 0" in caplog.text
     assert "RuntimeError: a bug" in caplog.text
+    fetcher._on_partition_data = ReplicaFetcher._on_partition_data.__get__(fetcher)  # type: ignore[method-assign]
+    first.delayed_until = 0.0
+    asyncio.run(one_round())
+    assert not first.failed  # its next round went through
+    assert fetcher.request_rate.rate(time.monotonic()) > 0  # MinFetchRate
 
 
 def test_an_unexpected_error_in_a_round_does_not_end_the_fetcher(tmp_path: Path,
