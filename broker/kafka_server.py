@@ -43,6 +43,7 @@ from broker.replication.replication_quota import ReplicationQuotas
 from broker.security.authorization import AuthHelper
 from broker.security.authorizer.acl_authorizer import ACL_AUTHORIZER_CLASS, AclAuthorizer, parse_super_users
 from broker.quota.client_quota_manager import QuotaManagers
+from broker.quota.quota_configs import CONNECTION_CREATION_RATE
 from broker.security.client_security import PLAINTEXT, ClientSecurity
 from broker.security.credential_cache import CredentialCache
 from broker.services import BrokerServices, ConfigRepository
@@ -159,7 +160,7 @@ class KafkaServer:
         quotas = self.quotas = QuotaManagers(config.get("quota.window.num"), config.get("quota.window.size.seconds"),
                                              config.get("controller.quota.window.num"),
                                              config.get("controller.quota.window.size.seconds"))
-        users, clients, user_clients = await loop.run_in_executor(None, _quota_entity_configs, zk)
+        users, clients, user_clients, ips = await loop.run_in_executor(None, _quota_entity_configs, zk)
         for user, user_config in users.items():
             credentials.update_user(user, user_config)
             quotas.update(user, None, user_config)
@@ -170,6 +171,8 @@ class KafkaServer:
         auth = AuthHelper(await self._start_authorizer(zk))
         # The socket server makes the channel (SocketServer treats an empty given channel as absent).
         self.socket_server = SocketServer(config, api_versions=api_versions, credentials=credentials)
+        for ip, ip_config in ips.items():
+            self._on_ip_quota(ip, ip_config)
         request_channel = self.socket_server.request_channel
         request_channel.response_hook = quotas.on_response
         if config.get("metrics.prometheus.listener"):
@@ -362,6 +365,17 @@ class KafkaServer:
         services.broker_epoch = epoch
         services.replica_manager.broker_epoch = epoch
 
+    def _on_ip_quota(self, ip: str, config: dict[str, str]) -> None:
+        """/config/ips/<ip> (or <default>): the connection_creation_rate the acceptors enforce."""
+        assert self.socket_server is not None
+        value = config.get(CONNECTION_CREATION_RATE)
+        try:
+            rate = None if value is None else int(value)
+        except ValueError:
+            log.error("Ignoring the invalid %s quota %r of IP %s", CONNECTION_CREATION_RATE, value, ip)
+            return
+        self.socket_server.quotas.update_ip_connection_rate(None if ip == DEFAULT_ENTITY else ip, rate)
+
     def _on_config_change(self, entity_type: str, entity_name: str, config: dict[str, str]) -> None:
         if entity_type == "topics":
             log.info("Processing override for entityPath: topics/%s with config: %s", entity_name, config)
@@ -382,6 +396,8 @@ class KafkaServer:
         elif entity_type == "clients":
             assert self.quotas is not None
             self.quotas.update(None, entity_name, config)
+        elif entity_type == "ips":
+            self._on_ip_quota(entity_name, config)
         elif entity_type == "brokers":
             assert self.services is not None and self.replication_quotas is not None
             dynamic_broker_config.on_broker_config_change(self.services, entity_name, config)
@@ -483,9 +499,10 @@ def _broker_entity_configs(zk: KafkaZkClient, broker_id: int) -> dict[str, dict[
 
 
 def _quota_entity_configs(zk: KafkaZkClient) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]],
-                                                       dict[tuple[str, str], dict[str, str]]]:
-    """/config/users, /config/clients and /config/users/<user>/clients (desanitized names)."""
-    return zk.get_all_entity_configs("users"), zk.get_all_entity_configs("clients"), zk.get_all_user_client_configs()
+                                                       dict[tuple[str, str], dict[str, str]], dict[str, dict[str, str]]]:
+    """/config/users, /config/clients, /config/users/<user>/clients (desanitized names) and /config/ips."""
+    return (zk.get_all_entity_configs("users"), zk.get_all_entity_configs("clients"),
+            zk.get_all_user_client_configs(), zk.get_all_entity_configs("ips"))
 
 
 def _all_topic_configs(zk: KafkaZkClient) -> dict[str, dict[str, str]]:

@@ -8,7 +8,8 @@ max.connection.creation.rate is held for the throttle time Kafka computes (its a
 same way, accepting nothing meanwhile), except on the inter-broker listener of a broker with
 several listeners. The rate is Kafka's: connections per second over quota.window.num windows of
 quota.window.size.seconds, never measured over less than all but one of them, and no connection
-is held longer than one window.
+is held longer than one window. An IP over its own connection_creation_rate (``/config/ips``,
+KIP-612) has the connection held that long and then closed, counted neither for it nor broker-wide.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from broker.quota.sampled_rate import SampledRate
 log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
+IDLE_IP_SENSOR_S = 3600.0
 
 
 def normalize_ip(address: str) -> str:
@@ -53,8 +55,13 @@ class ConnectionQuotas:
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
         self.max_connection_creation_rate = max_connection_creation_rate
+        self._window = (quota_window_num, quota_window_size_s)
         self._creation_rate = SampledRate(quota_window_num, quota_window_size_s)
         self._max_throttle_s = float(quota_window_size_s)  # Kafka holds a connection one window at most
+        # connection_creation_rate of /config/ips/<ip> and of <default> (KIP-612), and each IP's rate.
+        self._ip_rates: dict[str, int] = {}
+        self.default_ip_rate = INT_MAX
+        self._ip_sensors: dict[str, SampledRate] = {}
         self.overrides = resolve_overrides(overrides or {})
         self.total = 0
         self._per_ip: defaultdict[str, int] = defaultdict(int)
@@ -85,6 +92,52 @@ class ConnectionQuotas:
             return self._max_throttle_s
         throttle = (rate - quota) / quota * self._creation_rate.window_size(now)
         return min(throttle, self._max_throttle_s)
+
+    def update_ip_connection_rate(self, ip: str | None, rate: int | None) -> None:
+        """A /config/ips entity's connection_creation_rate (``ip`` None: the <default> IP; ``rate``
+        None: removed), as Kafka's updateIpConnectionRateQuota."""
+        if ip is None:
+            self.default_ip_rate = INT_MAX if rate is None else rate
+            log.info("Updated default max IP connection rate to %d", self.default_ip_rate)
+        elif rate is None:
+            log.info("Removing max connection rate override for %s", ip)
+            self._ip_rates.pop(normalize_ip(ip), None)
+        else:
+            log.info("Updating max connection rate override for %s to %d", ip, rate)
+            self._ip_rates[normalize_ip(ip)] = rate
+
+    def connection_rate_for_ip(self, ip: str) -> int:
+        return self._ip_rates.get(ip, self.default_ip_rate)
+
+    def record_ip_connection(self, ip: str, protected: bool = False, now: float | None = None) -> float:
+        """Count a connection from ``ip`` against its connection_creation_rate; over it, the
+        connection is not admitted: how long (seconds) to hold it before closing it, and it is
+        counted neither for the IP nor broker-wide (Kafka's recordIpConnectionMaybeThrottle); 0
+        when admitted."""
+        quota = self.connection_rate_for_ip(ip)
+        if quota >= INT_MAX:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        sensor = self._ip_sensors.get(ip)
+        if sensor is None:
+            self._purge_idle_ip_sensors(now)
+            sensor = self._ip_sensors[ip] = SampledRate(*self._window)
+        sensor.record(1, now)
+        rate = sensor.rate(now)
+        if rate <= quota:
+            return 0.0
+        hold_s = self._max_throttle_s if quota == 0 else min(
+            (rate - quota) / quota * sensor.window_size(now), self._max_throttle_s)
+        sensor.record(-1, now)
+        if self.max_connection_creation_rate < INT_MAX and not protected:
+            self._creation_rate.record(-1, now)
+        return hold_s
+
+    def _purge_idle_ip_sensors(self, now: float) -> None:
+        """Kafka expires an idle IP's sensor after an hour: so do we, when a new IP comes."""
+        idle = [ip for ip, sensor in self._ip_sensors.items() if now - sensor.last_record > IDLE_IP_SENSOR_S]
+        for ip in idle:
+            del self._ip_sensors[ip]
 
     def try_inc(self, ip: str) -> bool:
         """Count a new connection from ``ip``; False if its per-IP limit is already reached."""

@@ -70,6 +70,8 @@ class Acceptor:
         self.sock = _listen_socket(endpoint, backlog, receive_buffer_bytes)
         self.port: int = self.sock.getsockname()[1]
         self.connections_rejected = 0
+        self.connections_throttled = 0  # held and closed for their IP's connection_creation_rate
+        self._held: set[socket.socket] = set()
         self._accepting = False
         self._closed = False
 
@@ -114,6 +116,13 @@ class Acceptor:
         self._set_accepting(True)
 
     def _admit(self, sock: socket.socket, ip: str) -> None:
+        hold_s = self.quotas.record_ip_connection(ip, self.protected)
+        if hold_s > 0:  # over its IP's connection_creation_rate: held unserved, then closed (as Kafka does)
+            log.debug("Delaying closing of connection from %s for %d ms", ip, hold_s * 1000)
+            self.connections_throttled += 1
+            self._held.add(sock)
+            self.loop.call_later(hold_s, self._close_held, sock)
+            return
         if not self.quotas.try_inc(ip):
             self.connections_rejected += 1
             log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
@@ -127,10 +136,17 @@ class Acceptor:
             sock.close()
             self.quotas.dec(ip)
 
+    def _close_held(self, sock: socket.socket) -> None:
+        self._held.discard(sock)
+        sock.close()
+
     def close(self) -> None:
         self._set_accepting(False)
         self._closed = True
         self.sock.close()
+        for sock in self._held:
+            sock.close()
+        self._held.clear()
 
 
 class SocketServer:

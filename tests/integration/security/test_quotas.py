@@ -173,3 +173,49 @@ def test_controller_mutation_rate(quota_broker) -> None:
     second = create("mutations-b", 1)
     assert second.topics[0].error_code == Errors.THROTTLING_QUOTA_EXCEEDED
     assert second.throttle_time_ms > 0
+
+
+def _answered(broker, connections: int) -> list[bool]:
+    """Open ``connections`` at once, each sending ApiVersions: which were answered (a connection
+    held for its IP's connection rate gets no answer, then is closed)."""
+    import socket
+
+    from protocol.framing import encode_request
+    from protocol.messages import ApiVersionsRequest
+
+    frame = encode_request(ApiVersionsRequest(), ApiKey.API_VERSIONS, 0, 1, "ip-quota")
+    opened = []
+    for _ in range(connections):
+        sock = socket.create_connection((broker.host, broker.port), timeout=5)
+        sock.sendall(frame)
+        opened.append(sock)
+    answered = []
+    for sock in opened:
+        try:
+            answered.append(len(sock.recv(4)) == 4)
+        except OSError:
+            answered.append(False)
+        finally:
+            sock.close()
+    return answered
+
+
+@pytest.mark.parametrize("kind", ["ours", "kafka"])
+def test_connections_over_an_ips_creation_rate_are_held_then_closed(shared_zookeeper, tmp_path, kind: str) -> None:
+    """KIP-612's connection_creation_rate of /config/ips/<ip>: as Kafka 3.9, connections beyond
+    what the rate allows over the quota windows are held unanswered and closed; once the quota is
+    removed, every connection is served again."""
+    broker = _start(kind, shared_zookeeper.connect_string_with_chroot(f"ip-quota-{tmp_path.name}"), tmp_path)
+    try:
+        assert all(_answered(broker, 8))
+        assert _alter(broker, {"ip": broker.host}, {"connection_creation_rate": 2.0}) == [0]
+        time.sleep(1.5)  # the change notification, and the connections above out of the windows
+        answered = _answered(broker, 8)
+        # 2/s measured over at least two 1 s windows: four connections, then each is over the rate.
+        assert answered[:3] == [True] * 3 and not any(answered[5:]), answered
+        time.sleep(3)
+        assert _alter(broker, {"ip": broker.host}, {"connection_creation_rate": None}) == [0]
+        time.sleep(1.0)
+        assert all(_answered(broker, 8))
+    finally:
+        broker.stop()

@@ -276,6 +276,25 @@ def test_connection_creation_rate_paces_like_kafka():
     assert quotas.record_connection_creation(protected=True, now=now) == 0.0  # the inter-broker listener
 
 
+def test_an_ip_over_its_connection_creation_rate_is_refused_and_not_counted():
+    """KIP-612: with connection_creation_rate 2 for an IP (three 1 s windows) its first four
+    connections are admitted, the fifth is held for the throttle time and counted neither for the
+    IP nor broker-wide; other IPs follow the <default> (unlimited until set)."""
+    quotas = ConnectionQuotas(10**6, 10**6, None, max_connection_creation_rate=1000,
+                              quota_window_num=3, quota_window_size_s=1)
+    quotas.update_ip_connection_rate("10.0.0.1", 2)
+    now = 100.0
+    assert [quotas.record_ip_connection("10.0.0.1", now=now) for _ in range(4)] == [0.0] * 4
+    held = quotas.record_ip_connection("10.0.0.1", now=now)
+    assert 0 < held <= 1.0  # (2.5 - 2) / 2 * 2 s, at most one window
+    assert quotas.record_ip_connection("10.0.0.1", now=now) == held  # the held one was not counted
+    assert quotas.record_ip_connection("10.0.0.2", now=now) == 0.0
+    quotas.update_ip_connection_rate(None, 0)  # <default>: nobody without an override may connect
+    assert quotas.record_ip_connection("10.0.0.2", now=now) == 1.0
+    quotas.update_ip_connection_rate("10.0.0.1", None)  # the override removed: the default applies
+    assert quotas.connection_rate_for_ip("10.0.0.1") == 0
+
+
 def test_queued_max_request_bytes_must_hold_a_whole_request():
     from broker.config import KafkaConfig
 
