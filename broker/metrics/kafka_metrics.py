@@ -187,6 +187,7 @@ class KafkaMetrics:
         controller = self.services.controller
         metrics = controller.metrics
         families.gauge(KAFKA_CONTROLLER, "ActiveControllerCount", 1 if controller.is_active else 0)
+        families.gauge(KAFKA_CONTROLLER, "ControllerState", metrics.state)
         families.gauge(KAFKA_CONTROLLER, "OfflinePartitionsCount", metrics.offline_partitions_count)
         families.gauge(KAFKA_CONTROLLER, "PreferredReplicaImbalanceCount", metrics.preferred_replica_imbalance_count)
         families.gauge(KAFKA_CONTROLLER, "GlobalTopicCount", metrics.global_topic_count)

@@ -3,11 +3,11 @@
 Per request name (Kafka's ``ApiKeys.name``, plus FetchConsumer / FetchFollower for fetches, as
 Kafka's RequestChannel records them): RequestsPerSec by version, ErrorsPerSec by error (every
 error code in a response, as Kafka's ``errorCounts``), and the request's times (queue, local,
-remote, response queue, send, total; rounded to whole milliseconds as Kafka does) and its size,
-as histograms whose quantiles are computed at scrape time.
+remote, response queue, send, total; rounded to whole milliseconds as Kafka does), its size and
+the throttle time a client quota gave it, as histograms whose quantiles are computed at scrape time.
 
 Cost per request: a few monotonic clock reads, two dict increments, and one tuple appended to a
-bounded deque per request name (all seven measurements share one reservoir row). The error
+bounded deque per request name (all eight measurements share one reservoir row). The error
 count walks only the response fields that can hold an error code, from a plan made once per
 response class. Everything runs on the event loop: no locks.
 """
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 # Kafka's histogram names, in the order of a reservoir row.
 TIME_HISTOGRAMS: tuple[str, ...] = ("RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs", "ResponseQueueTimeMs",
-                                    "ResponseSendTimeMs", "TotalTimeMs", "RequestBytes")
+                                    "ResponseSendTimeMs", "TotalTimeMs", "RequestBytes", "ThrottleTimeMs")
 
 ErrorPlan = tuple[bool, tuple[tuple[str, bool, "ErrorPlan"], ...]]
 
@@ -132,7 +132,7 @@ class RequestMetrics:
             local_complete = response_complete  # answered before the handler returned
         row = (_ms(dequeue - start), _ms(local_complete - dequeue), _ms(response_complete - local_complete),
                _ms(response_dequeue_ns - response_complete), _ms(end_ns - response_dequeue_ns), _ms(end_ns - start),
-               len(request.buffer) - request.header.header_size)
+               len(request.buffer) - request.header.header_size, request.throttle_time_ms)
         key = (name, request.api_version)
         self.requests[key] = self.requests.get(key, 0) + 1
         self._times(name).add(row)

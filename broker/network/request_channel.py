@@ -33,7 +33,7 @@ class Request:
 
     __slots__ = ("processor", "connection_id", "header", "buffer", "listener_name", "security_protocol",
                  "client_address", "principal", "receive_time_ns", "dequeue_time_ns", "handler_time_ns",
-                 "api_local_complete_ns", "response_complete_ns", "_body")
+                 "api_local_complete_ns", "response_complete_ns", "throttle_time_ms", "_body")
 
     def __init__(self, processor: Processor, connection_id: str, header: RequestHeader, buffer: bytearray,
                  listener_name: str, security_protocol: str, client_address: tuple[str, int]) -> None:
@@ -50,6 +50,7 @@ class Request:
         self.handler_time_ns = 0                  # how long its handler ran (for request_percentage quotas)
         self.api_local_complete_ns: int | None = None  # its handler returned (answered, or parked)
         self.response_complete_ns: int | None = None   # its response was handed to the processor
+        self.throttle_time_ms = 0  # a client quota's throttle of its response (RequestMetrics ThrottleTimeMs)
         self._body: Message | None = None
 
     @property
@@ -117,7 +118,7 @@ class Response:
     def throttle(self, throttle_ms: int) -> None:
         """Kafka's quota throttling: the response says ``throttle_time_ms`` and the connection is muted
         that long (re-encoded only in this rare case)."""
-        self.throttle_ms = throttle_ms
+        self.throttle_ms = self.request.throttle_time_ms = throttle_ms
         body = self.body
         if body is not None and "throttle_time_ms" in type(body)._fields:
             body.throttle_time_ms = throttle_ms

@@ -16,6 +16,26 @@ from coordination.controller.states import PartitionState, ReplicaState
 from coordination.histogram import Histogram
 
 
+# Kafka's ControllerState values (KafkaController ControllerState gauge) by the event being handled.
+IDLE = 0
+CONTROLLER_STATES: dict[str, int] = {
+    "startup": 1, "controller_change": 1, "register_and_reelect": 1, "resign": 1, "expire": 1,  # ControllerChange
+    "broker_change": 2, "broker_modification": 2,  # BrokerChange
+    "topic_change": 3, "partition_modification": 3,  # TopicChange
+    "topic_deletion": 4, "stop_replica_response": 4,  # TopicDeletion
+    # AlterPartitionReassignment
+    "alter_partition_reassignments": 5, "zk_reassignment": 5, "reassignment_isr_change": 5,
+    "auto_leader_rebalance": 6,  # AutoLeaderBalance
+    "elect_leaders": 7, "preferred_replica_election": 7,  # ManualLeaderBalance
+    "controlled_shutdown": 8,  # ControlledShutdown
+    "isr_change_notification": 9, "alter_partition": 9,  # IsrChange
+    "leader_and_isr_response": 10,  # LeaderAndIsrResponseReceived
+    "log_dir_event_notification": 11,  # LogDirChange
+    "topic_unclean_leader_election_enable": 14,  # TopicUncleanLeaderElectionEnable
+    "list_partition_reassignments": 15,  # ListPartitionReassignment
+}
+
+
 @dataclass
 class ControllerMetrics:
     offline_partitions_count: int = 0
@@ -29,6 +49,8 @@ class ControllerMetrics:
     # times over the handling of broker changes (its ControllerState.BrokerChange).
     unclean_leader_elections: int = 0
     leader_election_ms: Histogram = field(default_factory=Histogram)
+    # ControllerState: what the event thread is handling now (Idle between events), on any broker.
+    state: int = IDLE
 
     def update(self, context: ControllerContext, active: bool) -> None:
         if not active:

@@ -20,7 +20,7 @@ from coordination.blocking_rpc import Connector, plain_connect
 from coordination.controller import controller_events
 from coordination.controller.channel_manager import ControllerChannelManager
 from coordination.controller.context import ControllerContext
-from coordination.controller.controller_metrics import ControllerMetrics
+from coordination.controller.controller_metrics import CONTROLLER_STATES, IDLE, ControllerMetrics
 from coordination.controller.event_manager import ControllerEvent, ControllerEventManager
 from coordination.controller.partition_state_machine import PartitionStateMachine
 from coordination.controller.reassignment import ReassignmentManager
@@ -149,6 +149,7 @@ class KafkaController:
     def _process(self, event: ControllerEvent) -> Any:
         handler = self._handlers[event.name]
         start = time.monotonic()
+        self.metrics.state = CONTROLLER_STATES.get(event.name, IDLE)
         try:
             return handler(*event.args)
         except ControllerMovedError:
@@ -157,6 +158,7 @@ class KafkaController:
             self.elect()
             raise NotControllerError(f"broker {self.broker_id} is no longer the controller") from None
         finally:
+            self.metrics.state = IDLE
             if event.name == "broker_change":
                 self.metrics.leader_election_ms.update((time.monotonic() - start) * 1000)
             if self._events.idle:

@@ -131,3 +131,22 @@ def test_consumer_lag_is_the_end_offset_minus_the_committed_one() -> None:
     assert 'kafka_consumergroup_lag{consumergroup="g",partition="1",topic="t"} 0.0' in lines
     assert 'kafka_consumergroup_lag{consumergroup="g",partition="2",topic="t"} -1.0' in lines
     assert 'kafka_consumergroup_lag_sum{consumergroup="g",topic="t"} 60.0' in lines
+
+
+def test_a_quota_throttle_is_in_the_requests_throttle_time_histogram() -> None:
+    from types import SimpleNamespace
+
+    from broker.metrics.request_metrics import TIME_HISTOGRAMS, RequestMetrics
+    from protocol.api_keys import ApiKey
+
+    metrics = RequestMetrics()
+    for throttle_ms in (0, 0, 250):
+        request = SimpleNamespace(api_key=int(ApiKey.PRODUCE), api_version=9, receive_time_ns=0, dequeue_time_ns=0,
+                                  response_complete_ns=2_000_000, api_local_complete_ns=1_000_000,
+                                  buffer=bytearray(100), header=SimpleNamespace(header_size=20),
+                                  throttle_time_ms=throttle_ms)
+        metrics.on_complete(request, 3_000_000, 4_000_000)  # type: ignore[arg-type]
+    by_name = dict(metrics.times["Produce"].quantiles())
+    assert "ThrottleTimeMs" in TIME_HISTOGRAMS
+    assert dict(by_name["ThrottleTimeMs"])["0.999"] == 250 and dict(by_name["ThrottleTimeMs"])["0.50"] == 0
+    assert dict(by_name["TotalTimeMs"])["0.50"] == 4 and dict(by_name["RequestBytes"])["0.50"] == 80
