@@ -156,9 +156,7 @@ class KafkaMetrics:
         families.meter(REPLICA_MANAGER, "IsrShrinksPerSec", replica_manager.isr_shrinks)
         families.meter(REPLICA_MANAGER, "IsrExpandsPerSec", replica_manager.isr_expands)
         for purgatory in (replica_manager.produce_purgatory, replica_manager.fetch_purgatory):
-            bean = "kafka.server:type=DelayedOperationPurgatory"
-            families.gauge(bean, "PurgatorySize", purgatory.watched(), delayedOperation=purgatory.name)
-            families.gauge(bean, "NumDelayedOperations", purgatory.delayed(), delayedOperation=purgatory.name)
+            _purgatory(families, purgatory.name, purgatory.watched(), purgatory.delayed())
         fetchers = replica_manager.fetcher_manager
         bean = "kafka.server:type=ReplicaFetcherManager"
         families.gauge(bean, "MaxLag", fetchers.max_lag() if fetchers is not None else 0, clientId="Replica")
@@ -206,6 +204,11 @@ class KafkaMetrics:
         for name, state in GROUP_STATE_METRICS:
             families.gauge(GROUP_METADATA_MANAGER, name, sum(1 for g in groups if g.state is state))
         families.gauge(GROUP_METADATA_MANAGER, "NumOffsets", sum(len(g.offsets) for g in groups))
+        # The coordinator's timers stand for Kafka's Heartbeat and Rebalance purgatories' operations.
+        heartbeats = coordinator.delayed_heartbeats() if coordinator is not None else 0
+        rebalances = coordinator.delayed_rebalances() if coordinator is not None else 0
+        _purgatory(families, "Heartbeat", heartbeats, heartbeats)
+        _purgatory(families, "Rebalance", rebalances, rebalances)
 
     def _zookeeper(self, families: MBeanFamilies) -> None:
         zk = self.services.zk.zk
@@ -215,3 +218,9 @@ class KafkaMetrics:
         latency = zk.request_latency_ms
         families.histogram("kafka.server:type=ZooKeeperClientMetrics", "ZooKeeperRequestLatencyMs", latency.count,
                            latency.quantiles())
+
+
+def _purgatory(families: MBeanFamilies, name: str, watched: int, delayed: int) -> None:
+    bean = "kafka.server:type=DelayedOperationPurgatory"
+    families.gauge(bean, "PurgatorySize", watched, delayedOperation=name)
+    families.gauge(bean, "NumDelayedOperations", delayed, delayedOperation=name)

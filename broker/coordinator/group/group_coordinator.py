@@ -87,6 +87,17 @@ class GroupCoordinator:
         self._pending_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
+    # --- metrics ----------------------------------------------------------------------------------
+    def delayed_heartbeats(self) -> int:
+        """Kafka's Heartbeat purgatory: a member session or pending member join awaited."""
+        return len(self._pending_timers) + sum(
+            1 for group in self.manager.current_groups() for member in group.members.values()
+            if member.heartbeat_timer is not None)
+
+    def delayed_rebalances(self) -> int:
+        """Kafka's Rebalance purgatory: joins (initial or not) and syncs awaited, one a group."""
+        return len(self._join_waits) + len(self._sync_timers)
+
     # --- lifecycle --------------------------------------------------------------------------------
     def startup(self) -> None:
         self.active = True

@@ -198,3 +198,30 @@ def test_consumer_lag_is_the_end_offset_minus_the_committed_offset(cluster: Mete
     samples = cluster.scrape(coordinator)
     assert value(samples, "kafka_consumergroup_lag_sum", consumergroup=group, topic=topic) == 90 + 50 + 0
     assert value(samples, "kafka_coordinator_group_groupmetadatamanager_numgroupsempty") >= 1
+
+
+def test_a_live_group_member_is_awaited_in_the_heartbeat_purgatory(cluster: MeteredCluster) -> None:
+    topic = "heartbeats"
+    create_topic(cluster, topic, 1)
+
+    def delayed(operation: str) -> float:
+        return total(cluster.scrape_all(), "kafka_server_delayedoperationpurgatory_numdelayedoperations",
+                     delayedOperation=operation)
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "heartbeat-group",
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert consumer.assignment()
+        members = delayed("Heartbeat")
+        assert members >= 1  # our member's session, awaited by its coordinator
+    finally:
+        consumer.close()
+    wait_for(lambda: delayed("Heartbeat") == members - 1, "the member's heartbeat to leave the purgatory", timeout=15)
+    for broker_samples in cluster.scrape_all():  # every broker exports all four purgatories, as Kafka's do
+        assert {dict(k)["delayedOperation"] for k in matching(
+            broker_samples, "kafka_server_delayedoperationpurgatory_purgatorysize")} >= {
+            "Produce", "Fetch", "Heartbeat", "Rebalance"}
