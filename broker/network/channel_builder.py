@@ -3,7 +3,8 @@
 PLAINTEXT: nothing. SSL: the TLS handshake; the principal comes from the client certificate
 (``ssl.principal.mapping.rules``) or is ANONYMOUS. SASL_PLAINTEXT / SASL_SSL: (TLS, then) SASL
 with the listener's ``sasl.enabled.mechanisms``: PLAIN against the JAAS config's
-``user_<name>`` entries, SCRAM against the credentials stored in ZooKeeper.
+``user_<name>`` entries, SCRAM against the credentials stored in ZooKeeper, OAUTHBEARER with
+Kafka's default unsecured-token validation (``broker.security.oauthbearer``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from broker.config import EndPoint, KafkaConfig
 from broker.config_defs import ConfigError
 from broker.security.credential_cache import CredentialCache
 from broker.security.jaas import JaasConfigError, parse_jaas_config
+from broker.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, UNSECURED_VALIDATOR_CLASS, \
+    OAuthBearerServer, UnsecuredValidator
 from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, SslPrincipalMapper, certificate_subject
 from broker.security.sasl_mechanism import PLAIN, PlainServer
 from broker.security.sasl_server_authenticator import SaslListenerConfig, SaslServerFactory
@@ -58,6 +61,28 @@ def _plain_users(config: KafkaConfig, listener: str) -> dict[str, str]:
     return {user: password for module in modules for user, password in module.users().items()}
 
 
+def _oauthbearer_validator(config: KafkaConfig, listener: str) -> UnsecuredValidator:
+    """Kafka's default OAUTHBEARER validation (unsecured tokens), from the listener's JAAS config,
+    which Kafka requires; a server callback handler of any other kind (KIP-768's OIDC validation)
+    is refused rather than silently replaced by one that accepts unsigned tokens."""
+    prefix = f"listener.name.{listener.lower()}.oauthbearer."
+    handler = config.listener_value(listener, "sasl.server.callback.handler.class", OAUTHBEARER)
+    if handler and handler != UNSECURED_VALIDATOR_CLASS:
+        raise ConfigError(prefix + "sasl.server.callback.handler.class",
+                          f"{handler} is not supported: OAUTHBEARER tokens are validated as Kafka's default "
+                          f"{UNSECURED_VALIDATOR_CLASS} does")
+    text = jaas_config(config, listener, OAUTHBEARER)
+    if text is None:
+        raise ConfigError(prefix + "sasl.jaas.config",
+                          f"SASL/OAUTHBEARER is enabled on {listener} but it has no JAAS config "
+                          f"({OAUTHBEARER_LOGIN_MODULE} required ...;)")
+    try:
+        modules = parse_jaas_config(text)
+        return UnsecuredValidator(modules[0].options)
+    except (JaasConfigError, ValueError) as exc:
+        raise ConfigError(prefix + "sasl.jaas.config", str(exc)) from None
+
+
 def _sasl_config(config: KafkaConfig, listener: str, credentials: CredentialCache) -> SaslListenerConfig:
     enabled = config.listener_value(listener, "sasl.enabled.mechanisms")
     factories: dict[str, SaslServerFactory] = {}
@@ -68,9 +93,12 @@ def _sasl_config(config: KafkaConfig, listener: str, credentials: CredentialCach
         elif mechanism in SCRAM_MECHANISMS:
             factories[mechanism] = partial(ScramServer, SCRAM_MECHANISMS[mechanism],
                                            partial(credentials.get, mechanism))
+        elif mechanism == OAUTHBEARER:
+            factories[mechanism] = partial(OAuthBearerServer, _oauthbearer_validator(config, listener))
         else:
             raise ConfigError(f"listener.name.{listener.lower()}.sasl.enabled.mechanisms",
-                              f"SASL mechanism {mechanism} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)")
+                              f"SASL mechanism {mechanism} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and "
+                              f"OAUTHBEARER with unsecured tokens are)")
     if not factories:
         raise ConfigError("sasl.enabled.mechanisms", f"no SASL mechanism is enabled on listener {listener}")
     return SaslListenerConfig(

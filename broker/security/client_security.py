@@ -1,7 +1,8 @@
 """How this broker connects to other brokers (Kafka's client-side channel builder for the
 inter-broker listener): TCP, then TLS for SSL/SASL_SSL (``ssl.*`` of the inter-broker listener,
 hostname checked per ``ssl.endpoint.identification.algorithm``), then SASL with
-``sasl.mechanism.inter.broker.protocol`` and the username/password of that listener's JAAS config.
+``sasl.mechanism.inter.broker.protocol`` and the username/password of that listener's JAAS config
+(for OAUTHBEARER, an unsecured token made from its ``unsecuredLogin*`` options).
 
 The SASL exchange is written once as a generator of (api key, version, request) that receives
 each response; ``connect_blocking`` (controller channel, controlled shutdown) and
@@ -20,6 +21,7 @@ from typing import Any
 from broker.config import KafkaConfig
 from broker.config_defs import ConfigError
 from broker.security.jaas import JaasConfigError, parse_jaas_config
+from broker.security.oauthbearer import OAUTHBEARER, SEPARATOR, client_first_message, unsecured_token
 from broker.security.sasl_mechanism import PLAIN, SaslError
 from broker.security.scram import SCRAM_MECHANISMS, ScramClient
 from broker.security.ssl_factory import SslSettings, client_context
@@ -44,7 +46,8 @@ def _check(response: Message, what: str) -> Message:
     return response
 
 
-def sasl_exchange(mechanism: str, username: str, password: str) -> SaslExchange:
+def sasl_exchange(mechanism: str, username: str, password: str,
+                  login_options: tuple[tuple[str, str], ...] = ()) -> SaslExchange:
     """The requests of one SASL login (SaslHandshake v1, then SaslAuthenticate) as a generator."""
     _check((yield ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION, SaslHandshakeRequest(mechanism=mechanism)),
            "SaslHandshake")
@@ -54,6 +57,13 @@ def sasl_exchange(mechanism: str, username: str, password: str) -> SaslExchange:
 
     if mechanism == PLAIN:
         _check((yield from authenticate(f"\0{username}\0{password}".encode())), "SASL/PLAIN authentication")
+        return
+    if mechanism == OAUTHBEARER:  # a fresh token each login, as Kafka's unsecured login handler makes
+        token = unsecured_token(dict(login_options))
+        answer = _check((yield from authenticate(client_first_message(token))), "SASL/OAUTHBEARER authentication")
+        if answer.auth_bytes:  # RFC 7628's error challenge: acknowledge it, the server then fails us
+            _check((yield from authenticate(SEPARATOR.encode())), "SASL/OAUTHBEARER authentication")
+            raise AuthenticationFailed(f"SASL/OAUTHBEARER authentication failed: {bytes(answer.auth_bytes).decode()}")
         return
     client = ScramClient(SCRAM_MECHANISMS[mechanism], username, password)
     first = _check((yield from authenticate(client.first_message())), f"{mechanism} authentication")
@@ -71,6 +81,7 @@ class ClientSecurity:
     sasl_mechanism: str | None = None
     username: str = ""
     password: str = ""
+    login_options: tuple[tuple[str, str], ...] = ()  # OAUTHBEARER's unsecuredLogin* JAAS options
 
     @classmethod
     def inter_broker(cls, config: KafkaConfig) -> ClientSecurity:
@@ -82,12 +93,18 @@ class ClientSecurity:
         mechanism = config.get("sasl.mechanism.inter.broker.protocol")
         key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
         text = config.listener_value(listener, "sasl.jaas.config", mechanism)
-        if mechanism != PLAIN and mechanism not in SCRAM_MECHANISMS:
+        if mechanism != PLAIN and mechanism != OAUTHBEARER and mechanism not in SCRAM_MECHANISMS:
             raise ConfigError("sasl.mechanism.inter.broker.protocol", f"SASL mechanism {mechanism} is not supported")
         try:
             options = parse_jaas_config(text)[0].options if text else {}
         except JaasConfigError as exc:
             raise ConfigError(key, str(exc)) from None
+        if mechanism == OAUTHBEARER:
+            try:
+                unsecured_token(options)
+            except ValueError as exc:
+                raise ConfigError(key, str(exc)) from None
+            return cls(protocol, context, mechanism, login_options=tuple(options.items()))
         if "username" not in options or "password" not in options:
             raise ConfigError(key, "the inter-broker JAAS config needs username and password")
         return cls(protocol, context, mechanism, options["username"], options["password"])
@@ -109,7 +126,7 @@ class ClientSecurity:
 
     def _frames(self, client_id: str) -> Generator[tuple[bytes, int, int], Message, None]:
         """The login's request frames (with api key and version); receives each decoded response."""
-        exchange = sasl_exchange(self.sasl_mechanism or "", self.username, self.password)
+        exchange = sasl_exchange(self.sasl_mechanism or "", self.username, self.password, self.login_options)
         response: Message | None = None
         correlation_id = 0
         while True:

@@ -26,6 +26,8 @@ class SaslServer:
     def __init__(self) -> None:
         self.complete = False
         self.authorization_id = ""
+        # When the credential expires (ms since the epoch; OAUTHBEARER's token): it bounds the session.
+        self.credential_expiration_ms: int | None = None
 
     def evaluate(self, token: bytes) -> bytes:
         raise NotImplementedError

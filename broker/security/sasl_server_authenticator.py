@@ -223,6 +223,10 @@ class SaslServerAuthenticator:
         self.state = SaslState.COMPLETE
         self._previous = None
         lifetime_ms = max(0, self.config.reauth_ms.get(self.mechanism, 0))
+        expiration_ms = server.credential_expiration_ms
+        if expiration_ms is not None:  # Kafka: the credential's remaining life, if shorter (or no max set)
+            remaining_ms = max(0, expiration_ms - int(time.time() * 1000))
+            lifetime_ms = remaining_ms if lifetime_ms <= 0 else min(lifetime_ms, remaining_ms)
         self.session_expiration_ns = time.monotonic_ns() + lifetime_ms * 1_000_000 if lifetime_ms > 0 else None
         return lifetime_ms
 
