@@ -64,7 +64,8 @@ class UnsecuredToken:
             raise InvalidToken("Malformed compact serialization contains '..'")
         splits = value.split(".")
         if len(splits) != 3:
-            raise InvalidToken("Unsecured JWS compact serializations must have 3 dot-separated Base64URL-encoded values")
+            raise InvalidToken("Unsecured JWS compact serializations must have 3 dot-separated "
+                               "Base64URL-encoded values")
         header, self.claims = _json_object(splits[0]), _json_object(splits[1])
         if str(header.get("alg")) != "none":
             raise InvalidToken("Unsecured JWS must have 'none' for an algorithm")

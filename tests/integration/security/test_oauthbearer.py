@@ -87,7 +87,8 @@ def test_kafka_python_with_an_unsecured_token(oauth_broker: BrokerProcess) -> No
             self.scope = scope
 
         def token(self) -> str:
-            return unsecured_token({"unsecuredLoginStringClaim_sub": "bob", "unsecuredLoginListClaim_scope": self.scope})
+            return unsecured_token({"unsecuredLoginStringClaim_sub": "bob",
+                                    "unsecuredLoginListClaim_scope": self.scope})
 
     producer = KafkaProducer(bootstrap_servers=oauth_broker.bootstrap_for(LISTENER), security_protocol="SASL_PLAINTEXT",
                              sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=Tokens(",kafka"))
@@ -135,7 +136,8 @@ def test_brokers_replicate_and_shut_down_over_oauthbearer(shared_zookeeper, tmp_
     from tests.harness.broker import BrokerCluster
 
     zk_connect = shared_zookeeper.connect_string_with_chroot(f"oauth-cluster-{uuid.uuid4().hex[:8]}")
-    overrides = {**SETTINGS, "inter.broker.listener.name": LISTENER, "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+    overrides = {**SETTINGS, "inter.broker.listener.name": LISTENER,
+                 "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
                  "offsets.topic.replication.factor": "3", "min.insync.replicas": "2"}
     cluster = BrokerCluster(3, zk_connect, tmp_path, overrides, extra_listeners=(LISTENER,))
     try:
@@ -167,7 +169,8 @@ def test_the_tokens_expiry_is_the_session_lifetime(oauth_broker: BrokerProcess) 
 
     def login(token: str) -> tuple[RawConnection, object]:
         connection = RawConnection(oauth_broker.bootstrap_for(LISTENER))
-        assert connection.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="OAUTHBEARER")).error_code == 0
+        handshake = connection.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="OAUTHBEARER"))
+        assert handshake.error_code == 0
         return connection, connection.request(ApiKey.SASL_AUTHENTICATE, 2,
                                               SaslAuthenticateRequest(auth_bytes=client_first_message(token)))
 

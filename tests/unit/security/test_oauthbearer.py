@@ -112,8 +112,7 @@ def test_a_listener_refuses_to_start_without_jaas_or_with_another_validator() ->
         listener_security(KafkaConfig(base), endpoint, CredentialCache())
     configured = {**base, "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas}
     assert listener_security(KafkaConfig(configured), endpoint, CredentialCache()).sasl is not None
+    handler_key = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"
     oidc = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
     with pytest.raises(ConfigError, match="is not supported"):
-        listener_security(KafkaConfig({**configured,
-                                       "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": oidc}),
-                          endpoint, CredentialCache())
+        listener_security(KafkaConfig({**configured, handler_key: oidc}), endpoint, CredentialCache())
