@@ -329,6 +329,7 @@ def test_idle_transactional_ids_expire_with_a_tombstone(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         await h.coordinator.handle_init_producer_id("idle", 60000, None)
         await _begin(h, "busy")
+        await asyncio.sleep(0.01)  # past transactional.id.expiration.ms (1): on a fast machine all above takes <1 ms
         await h.coordinator.state_manager.remove_expired_transactional_ids()
         assert h.replicas.txn_log_records()[-1] == ("idle", None)
         assert h.coordinator.state_manager.get_transaction_state("idle") is None
