@@ -300,6 +300,18 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("sasl.jaas.config", P, None, None),
     ("sasl.server.max.receive.size", I, 524288, None),
     ("sasl.kerberos.service.name", S, None, None),
+    ("sasl.server.callback.handler.class", C, None, None),
+    ("sasl.login.callback.handler.class", C, None, None),
+    # OAUTHBEARER tokens signed by an identity provider (KIP-768; broker.security.oauthbearer_jwks)
+    ("sasl.oauthbearer.jwks.endpoint.url", S, None, None),
+    ("sasl.oauthbearer.jwks.endpoint.refresh.ms", L, 3600000, at_least(0)),
+    ("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", L, 100, at_least(0)),
+    ("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", L, 10000, at_least(0)),
+    ("sasl.oauthbearer.clock.skew.seconds", I, 30, at_least(0)),
+    ("sasl.oauthbearer.expected.audience", LI, None, None),
+    ("sasl.oauthbearer.expected.issuer", S, None, None),
+    ("sasl.oauthbearer.scope.claim.name", S, "scope", None),
+    ("sasl.oauthbearer.sub.claim.name", S, "sub", None),
     # --- client quotas (ClientQuotaManagerConfig, ControllerMutationQuotaManager; quota.window.* above)
     ("controller.quota.window.num", I, 11, at_least(1)),
     ("controller.quota.window.size.seconds", I, 1, at_least(1)),

@@ -4,7 +4,9 @@ PLAINTEXT: nothing. SSL: the TLS handshake; the principal comes from the client 
 (``ssl.principal.mapping.rules``) or is ANONYMOUS. SASL_PLAINTEXT / SASL_SSL: (TLS, then) SASL
 with the listener's ``sasl.enabled.mechanisms``: PLAIN against the JAAS config's
 ``user_<name>`` entries, SCRAM against the credentials stored in ZooKeeper, OAUTHBEARER with
-Kafka's default unsecured-token validation (``broker.security.oauthbearer``).
+Kafka's default unsecured-token validation (``broker.security.oauthbearer``) or, with Kafka's
+OAuthBearerValidatorCallbackHandler configured, signed tokens checked against the identity
+provider's JWKS (``broker.security.oauthbearer_jwks``).
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ import logging
 import ssl
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from broker.config import EndPoint, KafkaConfig
 from broker.config_defs import ConfigError
 from broker.security.credential_cache import CredentialCache
 from broker.security.jaas import JaasConfigError, parse_jaas_config
 from broker.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, UNSECURED_VALIDATOR_CLASS, \
-    OAuthBearerServer, UnsecuredValidator
+    OAuthBearerServer, TokenValidator, UnsecuredValidator
+from broker.security.oauthbearer_jwks import JWKS_VALIDATOR_CLASSES, JwksSettings, JwksValidator
 from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, SslPrincipalMapper, certificate_subject
 from broker.security.sasl_mechanism import PLAIN, PlainServer
 from broker.security.sasl_server_authenticator import SaslListenerConfig, SaslServerFactory
@@ -61,25 +65,49 @@ def _plain_users(config: KafkaConfig, listener: str) -> dict[str, str]:
     return {user: password for module in modules for user, password in module.users().items()}
 
 
-def _oauthbearer_validator(config: KafkaConfig, listener: str) -> UnsecuredValidator:
-    """Kafka's default OAUTHBEARER validation (unsecured tokens), from the listener's JAAS config,
-    which Kafka requires; a server callback handler of any other kind (KIP-768's OIDC validation)
-    is refused rather than silently replaced by one that accepts unsigned tokens."""
+def _oauthbearer_validator(config: KafkaConfig, listener: str) -> TokenValidator:
+    """Kafka's OAUTHBEARER validation for the listener: its default (unsecured tokens, options from
+    the listener's JAAS config, which Kafka requires), or KIP-768's validator of signed tokens
+    against a JWKS; any other server callback handler is refused rather than replaced by checks
+    that would let in tokens it would refuse."""
     prefix = f"listener.name.{listener.lower()}.oauthbearer."
-    handler = config.listener_value(listener, "sasl.server.callback.handler.class", OAUTHBEARER)
-    if handler and handler != UNSECURED_VALIDATOR_CLASS:
-        raise ConfigError(prefix + "sasl.server.callback.handler.class",
-                          f"{handler} is not supported: OAUTHBEARER tokens are validated as Kafka's default "
-                          f"{UNSECURED_VALIDATOR_CLASS} does")
+
+    def setting(key: str) -> Any:
+        return config.listener_value(listener, key, OAUTHBEARER)
+
+    handler = setting("sasl.server.callback.handler.class")
     text = jaas_config(config, listener, OAUTHBEARER)
     if text is None:
         raise ConfigError(prefix + "sasl.jaas.config",
                           f"SASL/OAUTHBEARER is enabled on {listener} but it has no JAAS config "
                           f"({OAUTHBEARER_LOGIN_MODULE} required ...;)")
     try:
-        modules = parse_jaas_config(text)
-        return UnsecuredValidator(modules[0].options)
-    except (JaasConfigError, ValueError) as exc:
+        options = parse_jaas_config(text)[0].options
+    except JaasConfigError as exc:
+        raise ConfigError(prefix + "sasl.jaas.config", str(exc)) from None
+    if handler in JWKS_VALIDATOR_CLASSES:
+        url = setting("sasl.oauthbearer.jwks.endpoint.url")
+        if not url:
+            raise ConfigError(prefix + "sasl.oauthbearer.jwks.endpoint.url", f"{handler} needs the JWKS URL")
+        validator = JwksValidator(JwksSettings(
+            url, setting("sasl.oauthbearer.jwks.endpoint.refresh.ms"),
+            setting("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"),
+            setting("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"),
+            setting("sasl.oauthbearer.clock.skew.seconds"),
+            tuple(setting("sasl.oauthbearer.expected.audience") or ()), setting("sasl.oauthbearer.expected.issuer"),
+            setting("sasl.oauthbearer.sub.claim.name"), setting("sasl.oauthbearer.scope.claim.name")))
+        try:
+            validator.start()
+        except ValueError as exc:
+            raise ConfigError(prefix + "sasl.oauthbearer.jwks.endpoint.url", str(exc)) from None
+        return validator
+    if handler and handler != UNSECURED_VALIDATOR_CLASS:
+        raise ConfigError(prefix + "sasl.server.callback.handler.class",
+                          f"{handler} is not supported: OAUTHBEARER tokens are validated as Kafka's "
+                          f"{UNSECURED_VALIDATOR_CLASS} or {JWKS_VALIDATOR_CLASSES[0]} does")
+    try:
+        return UnsecuredValidator(options)
+    except ValueError as exc:
         raise ConfigError(prefix + "sasl.jaas.config", str(exc)) from None
 
 

@@ -100,6 +100,11 @@ class ClientSecurity:
         except JaasConfigError as exc:
             raise ConfigError(key, str(exc)) from None
         if mechanism == OAUTHBEARER:
+            login_handler = config.listener_value(listener, "sasl.login.callback.handler.class", mechanism)
+            if login_handler:  # KIP-768's OIDC login (a token endpoint) is not here: say so at start-up
+                raise ConfigError(f"listener.name.{listener.lower()}.oauthbearer.sasl.login.callback.handler.class",
+                                  f"{login_handler} is not supported: brokers log in to each other over "
+                                  f"OAUTHBEARER with unsecured tokens only (unsecuredLoginStringClaim_sub)")
             try:
                 unsecured_token(options)
             except ValueError as exc:

@@ -28,7 +28,7 @@ import math
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from broker.security.sasl_mechanism import SaslAuthenticationError, SaslError, SaslServer
 
@@ -46,6 +46,15 @@ _CLIENT_FIRST = re.compile(
 _AUTH = re.compile(r"(?P<scheme>\w+)[ ]+(?P<token>[-_.a-zA-Z0-9]+)")
 _EXTENSION_KEY = re.compile(_KEY)
 _EXTENSION_VALUE = re.compile(_VALUE)
+
+
+class ValidToken(Protocol):
+    principal_name: str
+    lifetime_ms: int  # the expiry, ms since the epoch
+
+
+class TokenValidator(Protocol):
+    def validate(self, value: str, now_ms: int | None = None) -> ValidToken: ...
 
 
 class InvalidToken(Exception):
@@ -178,11 +187,11 @@ def parse_client_first_message(message: bytes) -> tuple[str, str, dict[str, str]
 
 
 class OAuthBearerServer(SaslServer):
-    """Kafka's OAuthBearerSaslServer over the unsecured validator."""
+    """Kafka's OAuthBearerSaslServer over a token validator (unsecured, or JWKS in oauthbearer_jwks)."""
 
     mechanism_name = OAUTHBEARER
 
-    def __init__(self, validator: UnsecuredValidator) -> None:
+    def __init__(self, validator: TokenValidator) -> None:
         super().__init__()
         self._validator = validator
         self._error: str | None = None

@@ -184,3 +184,108 @@ def test_the_tokens_expiry_is_the_session_lifetime(oauth_broker: BrokerProcess) 
     refused = connection.request(ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=b"\x01"))
     assert refused.error_code == 58  # SASL_AUTHENTICATION_FAILED
     connection.close()
+
+
+# --- KIP-768: tokens signed by an identity provider, checked against its JWKS ---------------------
+
+JWKS_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+
+
+class SignedTokens:
+    """An identity provider in miniature: an RSA key pair, its JWKS file, and tokens it signs."""
+
+    def __init__(self, directory: Path) -> None:
+        import json
+
+        import jwt
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
+        self.jwks = directory / "jwks.json"
+        self.jwks.write_text(json.dumps({"keys": [{**public, "kid": "idp-1", "use": "sig", "alg": "RS256"}]}))
+
+    def token(self, subject: str, audience: str = "kafka-brokers", lifetime_s: int = 300) -> str:
+        import jwt
+
+        now = int(time.time())
+        return jwt.encode({"sub": subject, "aud": audience, "iss": "test-idp", "iat": now, "exp": now + lifetime_s,
+                           "scope": "kafka"}, self.key, algorithm="RS256", headers={"kid": "idp-1"})
+
+
+@pytest.fixture(scope="module", params=["ours", "kafka"])
+def oidc_broker(request: pytest.FixtureRequest, shared_zookeeper,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, SignedTokens]]:
+    kind = request.param
+    if kind == "kafka":
+        kafka_broker_or_skip()
+    directory = tmp_path_factory.mktemp(f"oidc-{kind}")
+    provider = SignedTokens(directory)
+    prefix = "listener.name.sasl_plaintext.oauthbearer."
+    settings = {"sasl.enabled.mechanisms": "OAUTHBEARER",
+                # Kafka logs the broker itself in on every SASL listener: its own unsecured token.
+                prefix + "sasl.jaas.config":
+                    f'{OAUTHBEARER_LOGIN_MODULE} required unsecuredLoginStringClaim_sub="admin";',
+                prefix + "sasl.server.callback.handler.class": JWKS_VALIDATOR,
+                prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file:{provider.jwks}",
+                "sasl.oauthbearer.expected.audience": "kafka-brokers", "sasl.oauthbearer.expected.issuer": "test-idp"}
+    cls = BrokerProcess if kind == "ours" else KafkaJavaBroker
+    broker = cls(shared_zookeeper.connect_string_with_chroot(f"oidc-{uuid.uuid4().hex[:8]}"), 0, directory / "broker",
+                 settings, extra_listeners=(LISTENER,))
+    broker.start()
+    try:
+        broker.create_topic("oidc")
+        yield broker, provider
+    finally:
+        broker.stop()
+
+
+def test_signed_tokens_from_kafka_python(oidc_broker: tuple[BrokerProcess, SignedTokens]) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as KafkaPythonError
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    broker, provider = oidc_broker
+
+    class Provider(AbstractTokenProvider):
+        def __init__(self, audience: str) -> None:
+            super().__init__()
+            self.audience = audience
+
+        def token(self) -> str:
+            return provider.token("erin", self.audience)
+
+    def producer(audience: str, **timeouts: int) -> KafkaProducer:
+        return KafkaProducer(bootstrap_servers=broker.bootstrap_for(LISTENER), security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=Provider(audience), **timeouts)
+
+    accepted = producer("kafka-brokers")
+    try:
+        accepted.send("oidc", b"signed").get(timeout=30)
+    finally:
+        accepted.close()
+    with pytest.raises(KafkaPythonError):  # a token for another audience
+        producer("someone-else", bootstrap_timeout_ms=3000).send("oidc", b"no").get(timeout=10)
+
+
+def test_signed_token_from_the_java_console_producers_file_endpoint(
+        oidc_broker: tuple[BrokerProcess, SignedTokens], tmp_path: Path) -> None:
+    """Kafka's own OIDC login (OAuthBearerLoginCallbackHandler) reading its token from a file."""
+    broker, provider = oidc_broker
+    cli = kafka_cli(tmp_path / "cli")
+    token_file = tmp_path / "token.jwt"
+    token_file.write_text(provider.token("frank"))
+    properties = tmp_path / "client.properties"
+    properties.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+                          "sasl.login.callback.handler.class="
+                          "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n"
+                          f"sasl.oauthbearer.token.endpoint.url=file:{token_file}\n"
+                          f"sasl.jaas.config={OAUTHBEARER_LOGIN_MODULE} required;\n")
+    cli.run("kafka-console-producer", ["--bootstrap-server", broker.bootstrap_for(LISTENER), "--topic", "oidc",
+                                        "--producer.config", str(properties)], input="from java\n", timeout=60)
+    consumer_props = tmp_path / "consumer.properties"
+    consumer_props.write_text(properties.read_text())
+    done = cli.run("kafka-console-consumer", ["--bootstrap-server", broker.bootstrap_for(LISTENER), "--topic", "oidc",
+                                              "--partition", "0", "--offset", "earliest", "--timeout-ms", "10000",
+                                              "--consumer.config", str(consumer_props)], timeout=60, check=False)
+    assert "from java" in done.stdout.splitlines(), done.stderr[-2000:]

@@ -95,8 +95,9 @@ def test_an_accepted_token_names_the_principal_and_its_expiry() -> None:
 
 
 def test_a_listener_refuses_to_start_without_jaas_or_with_another_validator() -> None:
-    """Kafka needs the listener's OAUTHBEARER JAAS config; a callback handler we cannot honour
-    (KIP-768's OIDC validator) stops start-up instead of letting unsigned tokens in."""
+    """Kafka needs the listener's OAUTHBEARER JAAS config; KIP-768's validator needs its JWKS; a
+    callback handler we cannot honour stops start-up instead of letting its tokens be judged
+    by other rules."""
     from broker.config import KafkaConfig
     from broker.config_defs import ConfigError
     from broker.network.channel_builder import listener_security
@@ -114,5 +115,30 @@ def test_a_listener_refuses_to_start_without_jaas_or_with_another_validator() ->
     assert listener_security(KafkaConfig(configured), endpoint, CredentialCache()).sasl is not None
     handler_key = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"
     oidc = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
-    with pytest.raises(ConfigError, match="is not supported"):
+    with pytest.raises(ConfigError, match="needs the JWKS URL"):
         listener_security(KafkaConfig({**configured, handler_key: oidc}), endpoint, CredentialCache())
+    with pytest.raises(ConfigError, match="cannot read the JWKS file"):
+        listener_security(KafkaConfig({**configured, handler_key: oidc,
+                                       "sasl.oauthbearer.jwks.endpoint.url": "file:/nonexistent/jwks.json"}),
+                          endpoint, CredentialCache())
+    with pytest.raises(ConfigError, match="is not supported"):
+        listener_security(KafkaConfig({**configured, handler_key: "com.example.MyValidator"}), endpoint,
+                          CredentialCache())
+
+
+def test_brokers_log_in_to_each_other_with_unsecured_tokens_only() -> None:
+    from broker.config import KafkaConfig
+    from broker.config_defs import ConfigError
+    from broker.security.client_security import ClientSecurity
+
+    props = {"zookeeper.connect": "zk:2181", "listeners": "SASL_PLAINTEXT://:9092",
+             "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "OAUTHBEARER",
+             "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+             "sasl.jaas.config": 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                                 'unsecuredLoginStringClaim_sub="admin";'}
+    security = ClientSecurity.inter_broker(KafkaConfig(props))
+    assert security.sasl_mechanism == "OAUTHBEARER"
+    assert ("unsecuredLoginStringClaim_sub", "admin") in security.login_options
+    oidc_login = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+    with pytest.raises(ConfigError, match="is not supported"):
+        ClientSecurity.inter_broker(KafkaConfig({**props, "sasl.login.callback.handler.class": oidc_login}))
