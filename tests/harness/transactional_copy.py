@@ -34,6 +34,9 @@ API_TIMEOUT_S = 15  # each transactional call; a retriable timeout is retried (s
 
 
 STUCK_GRACE_S = 10  # beyond a call's own timeout, before it counts as stuck
+COORDINATOR_MOVE_S = 30  # how long coordinator errors are retried (a session timeout and an election)
+COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                                KafkaError.COORDINATOR_LOAD_IN_PROGRESS})
 
 
 class StuckClientCall(Exception):
@@ -213,17 +216,22 @@ class TransactionalCopier(threading.Thread):
                 consumer.seek(TopicPartition(tp.topic, tp.partition, confluent_kafka.OFFSET_BEGINNING))
 
     def _retrying(self, call: Any, attempts: int = 20) -> Any:
-        """librdkafka's retriable errors (a coordinator moving, a timeout) are retried as it advises."""
-        for attempt in range(attempts):
+        """librdkafka's retriable errors (a timeout) are retried as it advises, and so, for up to
+        COORDINATOR_MOVE_S, are the group coordinator's errors that consumer calls such as
+        ``committed()`` hand back while the coordinator moves (Java's consumer retries those itself)."""
+        deadline = time.monotonic() + COORDINATOR_MOVE_S
+        attempt = 0
+        while True:
             try:
                 return call()
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
-                if not error.retriable() or attempt == attempts - 1 or self._stopping.is_set():
+                attempt += 1
+                moving = error.code() in COORDINATOR_MOVING and time.monotonic() < deadline
+                if not (error.retriable() and attempt < attempts or moving) or self._stopping.is_set():
                     raise
                 self.errors.append(f"retried {error.name()}")
                 time.sleep(0.2)
-        raise AssertionError("unreachable")
 
     # --- control --------------------------------------------------------------------------------
     def copied_up_to(self, ends: Mapping[int, int]) -> bool:
