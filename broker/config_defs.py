@@ -315,6 +315,11 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     # --- client quotas (ClientQuotaManagerConfig, ControllerMutationQuotaManager; quota.window.* above)
     ("controller.quota.window.num", I, 11, at_least(1)),
     ("controller.quota.window.size.seconds", I, 1, at_least(1)),
+    # replication throttles (leader/follower) and moves between log dirs
+    ("replication.quota.window.num", I, 11, at_least(1)),
+    ("replication.quota.window.size.seconds", I, 1, at_least(1)),
+    ("alter.log.dirs.replication.quota.window.num", I, 11, at_least(1)),
+    ("alter.log.dirs.replication.quota.window.size.seconds", I, 1, at_least(1)),
     ("client.quota.callback.class", C, None, None),
     # --- logs
     ("log.dir", S, "/tmp/kafka-logs", None),

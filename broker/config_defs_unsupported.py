@@ -14,8 +14,6 @@ from typing import Any
 # (name, type, default); None: no default
 UNSUPPORTED_CONFIGS: tuple[tuple[str, str, Any], ...] = (
     ("alter.config.policy.class.name", "CLASS", None),
-    ("alter.log.dirs.replication.quota.window.num", "INT", 11),
-    ("alter.log.dirs.replication.quota.window.size.seconds", "INT", 1),
     ("auto.include.jmx.reporter", "BOOLEAN", True),
     ("broker.heartbeat.interval.ms", "INT", 2000),
     ("broker.session.timeout.ms", "INT", 9000),
@@ -112,8 +110,6 @@ UNSUPPORTED_CONFIGS: tuple[tuple[str, str, Any], ...] = (
     ("remote.log.storage.manager.class.path", "STRING", None),
     ("remote.log.storage.manager.impl.prefix", "STRING", "rsm.config."),
     ("remote.log.storage.system.enable", "BOOLEAN", False),
-    ("replication.quota.window.num", "INT", 11),
-    ("replication.quota.window.size.seconds", "INT", 1),
     ("sasl.client.callback.handler.class", "CLASS", None),
     ("sasl.kerberos.kinit.cmd", "STRING", "/usr/bin/kinit"),
     ("sasl.kerberos.min.time.before.relogin", "LONG", 60000),

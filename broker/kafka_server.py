@@ -296,7 +296,10 @@ class KafkaServer:
                            ) -> None:
         """Replica fetchers, the AlterPartition sender, the ISR expiration check and the quotas."""
         config = self.config
-        quotas = self.replication_quotas = ReplicationQuotas(broker_id)
+        quotas = self.replication_quotas = ReplicationQuotas(
+            broker_id, (config.get("replication.quota.window.num"), config.get("replication.quota.window.size.seconds")),
+            (config.get("alter.log.dirs.replication.quota.window.num"),
+             config.get("alter.log.dirs.replication.quota.window.size.seconds")))
         for topic, props in topic_configs.items():
             quotas.on_topic_config(topic, props)
         for entity, props in broker_configs.items():

@@ -100,11 +100,14 @@ class ReplicationQuotaManager:
 class ReplicationQuotas:
     """The leader and follower quotas of one broker, fed from topic and broker entity configs."""
 
-    def __init__(self, broker_id: int) -> None:
+    def __init__(self, broker_id: int, windows: tuple[int, float] = (11, 1.0),
+                 alter_log_dirs_windows: tuple[int, float] = (11, 1.0)) -> None:
+        """``windows``: replication.quota.window.num and .size.seconds; ``alter_log_dirs_windows``:
+        alter.log.dirs.replication.quota.window.num and .size.seconds (Kafka's defaults: 11 of 1 s)."""
         self.broker_id = broker_id
-        self.leader = ReplicationQuotaManager("LeaderReplication")
-        self.follower = ReplicationQuotaManager("FollowerReplication")
-        self.alter_log_dirs = ReplicationQuotaManager("AlterLogDirsReplication")  # moves between log dirs
+        self.leader = ReplicationQuotaManager("LeaderReplication", *windows)
+        self.follower = ReplicationQuotaManager("FollowerReplication", *windows)
+        self.alter_log_dirs = ReplicationQuotaManager("AlterLogDirsReplication", *alter_log_dirs_windows)
         self._broker_configs: dict[str, Mapping[str, str]] = {}
 
     def on_topic_config(self, topic: str, config: Mapping[str, str]) -> None:

@@ -69,3 +69,15 @@ def test_topic_and_broker_configs_feed_both_quotas() -> None:
     assert (quotas.leader.bound, quotas.follower.bound) == (50, 100)
     quotas.on_broker_config("2", {})
     assert (quotas.leader.bound, quotas.follower.bound) == (math.inf, 100)
+
+
+def test_the_quota_windows_are_the_brokers_settings() -> None:
+    """replication.quota.window.* for the leader and follower throttles and
+    alter.log.dirs.replication.quota.window.* for moves between log dirs, as Kafka reads them."""
+    quotas = ReplicationQuotas(broker_id=2, windows=(3, 2.0), alter_log_dirs_windows=(5, 1.0))
+    assert (quotas.leader.window_num, quotas.leader.window_s) == (3, 2.0)
+    assert (quotas.follower.window_num, quotas.follower.window_s) == (3, 2.0)
+    assert (quotas.alter_log_dirs.window_num, quotas.alter_log_dirs.window_s) == (5, 1.0)
+    quotas.leader.update_quota(1000)
+    quotas.leader.record(5000)  # over 2 windows of 2 s: 1,250 B/s, where the default 10 s would give 500
+    assert quotas.leader.is_quota_exceeded()
