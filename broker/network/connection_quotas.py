@@ -84,14 +84,7 @@ class ConnectionQuotas:
             return 0.0
         now = time.monotonic() if now is None else now
         self._creation_rate.record(1, now)
-        rate = self._creation_rate.rate(now)
-        quota = self.max_connection_creation_rate
-        if rate <= quota:
-            return 0.0
-        if quota == 0:
-            return self._max_throttle_s
-        throttle = (rate - quota) / quota * self._creation_rate.window_size(now)
-        return min(throttle, self._max_throttle_s)
+        return min(self._creation_rate.throttle_s(self.max_connection_creation_rate, now), self._max_throttle_s)
 
     def update_ip_connection_rate(self, ip: str | None, rate: int | None) -> None:
         """A /config/ips entity's connection_creation_rate (``ip`` None: the <default> IP; ``rate``
@@ -123,11 +116,9 @@ class ConnectionQuotas:
             self._purge_idle_ip_sensors(now)
             sensor = self._ip_sensors[ip] = SampledRate(*self._window)
         sensor.record(1, now)
-        rate = sensor.rate(now)
-        if rate <= quota:
+        hold_s = min(sensor.throttle_s(quota, now), self._max_throttle_s)
+        if hold_s <= 0:
             return 0.0
-        hold_s = self._max_throttle_s if quota == 0 else min(
-            (rate - quota) / quota * sensor.window_size(now), self._max_throttle_s)
         sensor.record(-1, now)
         if self.max_connection_creation_rate < INT_MAX and not protected:
             self._creation_rate.record(-1, now)

@@ -109,10 +109,9 @@ class ClientQuotaManager:
         bound = self.quota_limit(tags)
         if bound is None or bound <= 0:
             return 0
-        rate = sensor.rate(now)
-        if rate <= bound:
+        throttle_ms = sensor.throttle_s(bound, now) * 1000
+        if throttle_ms <= 0:
             return 0
-        throttle_ms = (rate - bound) / bound * sensor.window_size(now) * 1000
         if self.max_throttle_ms is not None:
             throttle_ms = min(throttle_ms, self.max_throttle_ms)
         return round(throttle_ms)

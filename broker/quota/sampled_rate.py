@@ -10,6 +10,7 @@ read as an enormous rate).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 
@@ -42,6 +43,16 @@ class SampledRate:
     def rate(self, now: float) -> float:
         size = self.window_size(now)
         return sum(total for _, total in self._samples) / size
+
+    def throttle_s(self, bound: float, now: float) -> float:
+        """Kafka's QuotaUtils.throttleTime: how long the rate needs to come back to ``bound``
+        (0 within it; without end for a bound of 0)."""
+        rate = self.rate(now)
+        if rate <= bound:
+            return 0.0
+        if bound <= 0:
+            return math.inf
+        return (rate - bound) / bound * self.window_size(now)
 
     def _purge(self, now: float) -> None:
         expired = self.window_num * self.window_s

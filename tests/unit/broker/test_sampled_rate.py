@@ -31,3 +31,12 @@ def test_samples_older_than_all_windows_are_dropped() -> None:
     assert rate.rate(2.2) == pytest.approx(4.0 / 1.7)
     assert rate.rate(10.0) == 0.0
 
+
+
+def test_the_throttle_time_brings_the_rate_back_to_the_bound() -> None:
+    """Kafka's QuotaUtils.throttleTime: (rate - bound) / bound * window size."""
+    rate = SampledRate(11, 1.0)
+    rate.record(2000.0, now=0.0)  # 200/s over the 10 s window
+    assert rate.throttle_s(100.0, now=0.0) == pytest.approx(10.0)  # 20 s in all for 2,000 at 100/s
+    assert rate.throttle_s(200.0, now=0.0) == 0.0
+    assert rate.throttle_s(0.0, now=0.0) == float("inf")
