@@ -121,8 +121,9 @@ class JwksValidator:
 
     def _run(self) -> None:
         backoff = self.settings.retry_backoff_ms / 1000
+        period = self.settings.refresh_ms / 1000 if self.settings.refresh_ms > 0 else None  # 0: only on demand
         while not self._stopped:
-            self._wakeup.wait(self.settings.refresh_ms / 1000)
+            self._wakeup.wait(period)
             self._wakeup.clear()
             if self._stopped:
                 return
