@@ -7,6 +7,7 @@ only Fetch v0-3 (magic 0/1 readers) gets records down-converted in memory.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from broker.delayed_fetch import DelayedFetch, enough
@@ -159,12 +160,14 @@ def _unauthorized(services: BrokerServices, request: Request, replica_id: int,
             if tp[0] not in allowed}
 
 
-def _quota_throttle_ms(services: BrokerServices, request: Request, replica_id: int, response: Response) -> int:
-    """How long a consumer's fetch answered with ``response`` is throttled by its quotas (0: not):
-    a throttled fetch is answered empty instead, as Kafka 3.9 does. Followers are not client-quota bound."""
+def _quota_throttle_ms(services: BrokerServices, request: Request, replica_id: int,
+                       measure: Callable[[], Response]) -> int:
+    """How long a consumer's fetch answered with ``measure()`` is throttled by its quotas (0: not;
+    measured only when a quota applies): a throttled fetch is answered empty instead, as Kafka 3.9
+    does. Followers are not client-quota bound."""
     if replica_id >= 0 or not services.quotas.fetch_quotas_apply:
         return 0
-    return services.quotas.fetch_throttle_ms(request, response.size())
+    return services.quotas.fetch_throttle_ms(request, measure().size())
 
 
 def _throttled(services: BrokerServices, request: Request, context: FetchContext, throttle_ms: int) -> Response:
@@ -192,7 +195,7 @@ async def handle_fetch(services: BrokerServices, request: Request) -> Response |
         forgotten_ids, services.metadata_cache.topic_name) if version >= 7 else FetchContext(fetch_data)
     if context.error:
         response = Response.send(request, _error_response(request, context.error))
-        throttle_ms = _quota_throttle_ms(services, request, replica_id, response)
+        throttle_ms = _quota_throttle_ms(services, request, replica_id, lambda: response)
         if throttle_ms > 0:
             response.throttle(throttle_ms)  # the error's answer carries no data anyway
         return response
@@ -221,9 +224,8 @@ async def handle_fetch(services: BrokerServices, request: Request) -> Response |
             return _build_response(services, context, final, version, read_committed, request.listener_name,
                                    remember)
 
-        throttle_ms = 0
-        if replica_id < 0 and services.quotas.fetch_quotas_apply:  # measured without touching the session
-            throttle_ms = _quota_throttle_ms(services, request, replica_id, answer(request, lambda: build(False)))
+        # measured without touching the session: a throttled answer carries none of it
+        throttle_ms = _quota_throttle_ms(services, request, replica_id, lambda: answer(request, lambda: build(False)))
         for tp in specs:  # once per request, on what is sent (a delayed fetch reads more than once)
             result = final[tp]
             if result.error not in NOT_COUNTED_AS_FAILED:
