@@ -7,11 +7,12 @@
 3. Kafka's cleaner: a real Kafka 3.9 broker (``../shared/kafka-cli``, ZooKeeper mode, one cleaner
    thread, defaults otherwise) starts on another copy; its log-cleaner.log line "X MB of log
    processed in Y seconds (Z MB/sec)" for the first cleaning gives its figures.
-4. Produce throughput (librdkafka, acks=1, ``--messages`` values of ``--value-bytes``, 1% distinct
-   keys) to our broker, once into a compacted topic whose cleaner runs meanwhile and once into a
-   non-compacted one.
+4. Produce throughput and the broker's CPU (librdkafka, acks=1, ``--messages`` values of
+   ``--value-bytes``, 1% distinct keys) into a new compacted topic per round, on two of our
+   brokers taking turns: one whose cleaner compacts the topic meanwhile, one with
+   ``log.cleaner.enable=false``; what the cleaner costs the producer.
 
-    python bench/cleaner_bench.py [--size-mb 128] [--skip-kafka] [--skip-produce]
+    python bench/cleaner_bench.py [--size-mb 128] [--skip-kafka] [--skip-produce] [--messages N] [--rounds N]
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import argparse
 import random
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.broker_bench import broker_cpu_seconds  # noqa: E402
 from protocol.records.builder import RecordBatchBuilder  # noqa: E402
 from storage.cleaner.cleaner import Cleaner  # noqa: E402
 from storage.cleaner.cleaner_config import CleanerConfig  # noqa: E402
@@ -115,42 +118,70 @@ def clean_with_kafka(log_dir: Path, work: Path) -> tuple[float, float, float]:
     return tuple(float(g.replace(",", "")) for g in found.groups())  # type: ignore[return-value]
 
 
-def produce_while_cleaning(messages: int, value_bytes: int, work: Path) -> dict[str, float]:
-    """messages/s into a compacted topic (cleaner running) and into a non-compacted one."""
+def _produce(bootstrap: str, topic: str, messages: int, value_bytes: int) -> float:
+    """messages/s of ``messages`` keyed values (1% distinct keys), acks=1."""
     from confluent_kafka import Producer
 
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 16384,
+                         "queue.buffering.max.messages": 1_000_000})
+    keys = max(1, messages // 100)
+    value = b"v" * value_bytes
+    start = time.perf_counter()
+    for i in range(messages):
+        while True:
+            try:
+                producer.produce(topic, key=b"key-%09d" % (i % keys), value=value)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(300):
+        raise RuntimeError("undelivered messages")
+    return messages / (time.perf_counter() - start)
+
+
+def _wait_idle(broker: object, seconds: float = 0.5, timeout: float = 120.0) -> None:
+    """Until the broker (and its cleaner processes) used under 5% of a core for ``seconds``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = broker_cpu_seconds(broker)  # type: ignore[arg-type]
+        time.sleep(seconds)
+        if broker_cpu_seconds(broker) - before < 0.05 * seconds:  # type: ignore[arg-type]
+            return
+
+
+def produce_while_cleaning(messages: int, value_bytes: int, work: Path, rounds: int) -> dict[str, list[float]]:
+    """messages/s and broker CPU seconds (its cleaner processes included) into a new compacted topic
+    per round, on a broker whose cleaner compacts it meanwhile and on one with the cleaner off,
+    taking turns; each run waits for the other broker to be idle first."""
     from tests.harness.broker import BrokerProcess
     from tests.harness.zookeeper import ZooKeeperServer
 
-    results = {}
+    results: dict[str, list[float]] = {}
     with ZooKeeperServer(base_dir=work / "zookeeper-produce") as zookeeper:
-        broker = BrokerProcess(zookeeper.connect_string_with_chroot("produce"), 0, work,
-                               {"log.cleaner.backoff.ms": "100"})
-        broker.start()
+        brokers = {
+            "cleaner on": BrokerProcess(zookeeper.connect_string_with_chroot("on"), 0, work / "on",
+                                        {"log.cleaner.backoff.ms": "100"}),
+            "cleaner off": BrokerProcess(zookeeper.connect_string_with_chroot("off"), 0, work / "off",
+                                         {"log.cleaner.enable": "false"}),
+        }
         try:
-            for name, configs in [("compacted", {**TOPIC_CONFIG, "segment.bytes": str(4 * MB)}),
-                                  ("not compacted", {"segment.bytes": str(4 * MB)})]:
-                topic = name.replace(" ", "-")
-                broker.create_topic(topic, configs=configs)
-                producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "linger.ms": 5,
-                                     "batch.size": 16384, "queue.buffering.max.messages": 1_000_000})
-                keys = max(1, messages // 100)
-                value = b"v" * value_bytes
-                start = time.perf_counter()
-                for i in range(messages):
-                    while True:
-                        try:
-                            producer.produce(topic, key=b"key-%09d" % (i % keys), value=value)
-                            break
-                        except BufferError:
-                            producer.poll(0.01)
-                if producer.flush(300):
-                    raise RuntimeError("undelivered messages")
-                results[name] = messages / (time.perf_counter() - start)
-                del producer  # disconnects before the broker stops
-            results["cleanings"] = broker.log_path.read_text().count("Log cleaner thread 0 cleaned log compacted-0")
+            for broker in brokers.values():
+                broker.start()
+            for round_ in range(rounds):
+                for name, broker in brokers.items():
+                    topic = f"compacted-{round_}"
+                    broker.create_topic(topic, configs={**TOPIC_CONFIG, "segment.bytes": str(4 * MB)})
+                    for other in brokers.values():
+                        _wait_idle(other)
+                    cpu = broker_cpu_seconds(broker)
+                    results.setdefault(f"{name}: msg/s", []).append(_produce(broker.bootstrap, topic, messages,
+                                                                             value_bytes))
+                    results.setdefault(f"{name}: CPU s", []).append(broker_cpu_seconds(broker) - cpu)
+            log_text = brokers["cleaner on"].log_path.read_text()
+            results["cleanings"] = [float(log_text.count("Log cleaner thread 0 cleaned log compacted-"))]
         finally:
-            broker.stop()
+            for broker in brokers.values():
+                broker.stop()
     return results
 
 
@@ -160,7 +191,8 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--distinct-keys", type=float, default=0.01, help="fraction of distinct keys")
     parser.add_argument("--codec", type=int, default=0, help="0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd")
-    parser.add_argument("--messages", type=int, default=300_000, help="for the produce-while-cleaning part")
+    parser.add_argument("--messages", type=int, default=2_000_000, help="for the produce-while-cleaning part")
+    parser.add_argument("--rounds", type=int, default=3, help="of the produce-while-cleaning part")
     parser.add_argument("--skip-kafka", action="store_true")
     parser.add_argument("--skip-produce", action="store_true")
     args = parser.parse_args()
@@ -182,10 +214,12 @@ def main() -> None:
             mb, secs, rate = clean_with_kafka(theirs, work)
             print(f"Kafka: {mb:,.1f} MB of log processed in {secs:,.1f} seconds ({rate:,.1f} MB/sec)", flush=True)
         if not args.skip_produce:
-            produced = produce_while_cleaning(args.messages, args.value_bytes, work)
-            print(f"produce {args.messages:,} x {args.value_bytes} B, acks=1: compacted topic while its cleaner runs "
-                  f"{produced['compacted']:,.0f} msg/s ({int(produced['cleanings'])} cleanings meanwhile), "
-                  f"not compacted {produced['not compacted']:,.0f} msg/s")
+            produced = produce_while_cleaning(args.messages, args.value_bytes, work, args.rounds)
+            print(f"produce {args.messages:,} x {args.value_bytes} B with 1% distinct keys, acks=1, into a new "
+                  f"compacted topic, medians of {args.rounds} rounds "
+                  f"({int(produced.pop('cleanings')[0])} cleanings meanwhile on the broker whose cleaner runs):")
+            for name, values in produced.items():
+                print(f"  {name}: {statistics.median(values):,.2f}  (" + ", ".join(f"{v:,.2f}" for v in values) + ")")
     print(f"command: {command}")
 
 

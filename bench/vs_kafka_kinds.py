@@ -24,7 +24,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from bench.broker_bench import broker_cpu_seconds, create_topic
+from bench.broker_bench import broker_cpu_seconds, create_topic, process_tree
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_broker import KAFKA_JVM_PERFORMANCE_OPTS, KafkaJavaBroker
 from tests.harness.ports import free_port
@@ -44,11 +44,17 @@ def tansu_binary() -> Path | None:
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of a process, in MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    """Resident memory of a process and its children (our brokers' cleaner processes), in MB."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except FileNotFoundError:
+            continue
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    if not total:
+        raise RuntimeError(f"no VmRSS for pid {pid}")
+    return total / 1024
 
 
 class TansuBroker:

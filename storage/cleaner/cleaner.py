@@ -14,7 +14,6 @@ and it is never cleaned; truncations pause the log's cleaning first, and the swa
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,13 @@ from protocol.records.control import ControlRecordType, parse_control_type
 from protocol.records.log_entry import LogEntryHeader, decode_entry_records, read_log_entry
 from protocol.records.legacy import build_message_set
 from protocol.records.record import Record
+from storage.cleaner.cleaning_source import (
+    CleaningSource,
+    LocalCleaningSource,
+    SegmentToClean,
+    discard,
+    new_cleaned_segment,
+)
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.record_filter import (
     BatchRetention,
@@ -36,9 +42,7 @@ from storage.cleaner.record_filter import (
 )
 from storage.cleaner.throttler import Throttler
 from storage.cleaner.transaction_metadata import CleanedTransactionMetadata
-from storage.errors import LogCleaningAbortedError
-from storage.log import LastRecord, Log
-from storage.log_files import CLEANED_SUFFIX, SEGMENT_SUFFIXES, segment_path
+from storage.log import LastRecord
 from storage.log_segment import LogSegment, now_ms
 
 if TYPE_CHECKING:
@@ -131,28 +135,31 @@ class Cleaner:
         return self.do_clean(cleanable, now_ms())
 
     def do_clean(self, cleanable: LogToClean, current_time: int) -> tuple[int, CleanerStats]:
+        """One round on a log of this process (see ``clean_source``)."""
+        return self.clean_source(LocalCleaningSource(cleanable.log), cleanable.first_dirty_offset,
+                                 cleanable.first_uncleanable_offset, current_time)
+
+    def clean_source(self, source: CleaningSource, first_dirty_offset: int, upper_bound: int,
+                     current_time: int) -> tuple[int, CleanerStats]:
         """Clean up to the first uncleanable offset (or as far as the offset map reaches);
         returns the next first dirty offset and the statistics."""
-        tp_log = cleanable.log
-        log.info("Cleaner %d: Beginning cleaning of log %s", self.id, tp_log.topic_partition)
-        truncations = tp_log.truncation_count
-        clean_section = tp_log.log_segments(0, cleanable.first_dirty_offset)
+        log.info("Cleaner %d: Beginning cleaning of log %s", self.id, source.topic_partition)
+        clean_section = source.segments(0, first_dirty_offset)
         # the tombstone horizon of magic 0/1 data, which has no per-batch delete horizon
         legacy_delete_horizon_ms = (
-            clean_section[-1].last_modified_ms - tp_log.config.delete_retention_ms if clean_section else 0
+            clean_section[-1].last_modified_ms - source.config.delete_retention_ms if clean_section else 0
         )
         stats = CleanerStats()
-        upper_bound = cleanable.first_uncleanable_offset
-        self.build_offset_map(tp_log, cleanable.first_dirty_offset, upper_bound, self.offset_map, stats)
+        self.build_offset_map(source, first_dirty_offset, upper_bound, self.offset_map, stats)
         end_offset = self.offset_map.latest_offset + 1
         stats.index_done()
         transactions = CleanedTransactionMetadata()
         groups = self.group_segments_by_size(
-            tp_log.log_segments(0, end_offset), tp_log.config.segment_bytes, tp_log.config.max_index_size, upper_bound
+            source.segments(0, end_offset), source.config.segment_bytes, source.config.max_index_size, upper_bound
         )
         for group in groups:
-            self.clean_segments(tp_log, group, current_time, stats, transactions, legacy_delete_horizon_ms,
-                                upper_bound, truncations)
+            self.clean_segments(source, group, current_time, stats, transactions, legacy_delete_horizon_ms,
+                                upper_bound)
         stats.buffer_utilization = self.offset_map.utilization
         stats.all_done()
         return end_offset, stats
@@ -160,67 +167,66 @@ class Cleaner:
     # --- grouping ---------------------------------------------------------------------------
     @staticmethod
     def group_segments_by_size(
-        segments: list[LogSegment], max_size: int, max_index_size: int, first_uncleanable_offset: int
-    ) -> list[list[LogSegment]]:
+        segments: list[SegmentToClean], max_size: int, max_index_size: int, first_uncleanable_offset: int
+    ) -> list[list[SegmentToClean]]:
         """Consecutive segments whose total log, offset index and time index sizes stay within the
         limits and whose offsets fit one segment's int32 relative offsets."""
-        groups: list[list[LogSegment]] = []
+        groups: list[list[SegmentToClean]] = []
         i = 0
         while i < len(segments):
             first = segments[i]
             group = [first]
-            log_size, index_size, time_size = first.size, first.offset_index.size_in_bytes, first.time_index.size_in_bytes
+            log_size, index_size, time_size = first.size, first.offset_index_bytes, first.time_index_bytes
             i += 1
             while i < len(segments):
                 candidate = segments[i]
                 last_offset = segments[i + 1].base_offset - 1 if i + 1 < len(segments) else first_uncleanable_offset - 1
                 if not (
                     log_size + candidate.size <= max_size
-                    and index_size + candidate.offset_index.size_in_bytes <= max_index_size
-                    and time_size + candidate.time_index.size_in_bytes <= max_index_size
+                    and index_size + candidate.offset_index_bytes <= max_index_size
+                    and time_size + candidate.time_index_bytes <= max_index_size
                     and (candidate.size == 0 or last_offset - group[0].base_offset <= 2**31 - 1)
                 ):
                     break
                 group.append(candidate)
                 log_size += candidate.size
-                index_size += candidate.offset_index.size_in_bytes
-                time_size += candidate.time_index.size_in_bytes
+                index_size += candidate.offset_index_bytes
+                time_size += candidate.time_index_bytes
                 i += 1
             groups.append(group)
         return groups
 
     # --- the offset map ---------------------------------------------------------------------
-    def build_offset_map(self, tp_log: Log, start: int, end: int, offset_map: OffsetMap, stats: CleanerStats) -> None:
+    def build_offset_map(self, source: CleaningSource, start: int, end: int, offset_map: OffsetMap,
+                         stats: CleanerStats) -> None:
         """Map each key of [start, end) to its latest offset, segment by segment, until full."""
         offset_map.clear()
         offset_map.start_offset = start
-        dirty = tp_log.log_segments(start, end)
+        dirty = source.segments(start, end)
         log.info("Cleaner %d: Building offset map for log %s for %d segments in offset range [%d, %d).",
-                 self.id, tp_log.topic_partition, len(dirty), start, end)
+                 self.id, source.topic_partition, len(dirty), start, end)
         transactions = CleanedTransactionMetadata()
-        transactions.add_aborted_transactions(tp_log.collect_aborted_transactions(start, end))
-        tp = _topic_partition(tp_log)
+        transactions.add_aborted_transactions(source.aborted_transactions(start, end))
+        tp = _topic_partition(source)
         for i, segment in enumerate(dirty):
             self.check_done(tp)
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            if self._build_offset_map_for_segment(tp_log, segment, offset_map, start, next_start, transactions, stats):
+            if self._build_offset_map_for_segment(tp, segment, offset_map, start, next_start, transactions, stats):
                 log.debug("Cleaner %d: offset map is full, %d segments fully mapped, segment with base offset %d "
                           "is partially mapped", self.id, i, segment.base_offset)
                 break
-        log.info("Cleaner %d: Offset map for log %s complete.", self.id, tp_log.topic_partition)
+        log.info("Cleaner %d: Offset map for log %s complete.", self.id, source.topic_partition)
 
     def _build_offset_map_for_segment(
-        self, tp_log: Log, segment: LogSegment, offset_map: OffsetMap, start_offset: int, next_segment_start: int,
-        transactions: CleanedTransactionMetadata, stats: CleanerStats,
+        self, tp: tuple[str, int], segment: SegmentToClean, offset_map: OffsetMap, start_offset: int,
+        next_segment_start: int, transactions: CleanedTransactionMetadata, stats: CleanerStats,
     ) -> bool:
         """Add the segment's keys; True when the map filled up before the segment's end."""
-        position = segment.offset_index.lookup(start_offset).position
         max_entries = int(offset_map.slots * self.dup_buffer_load_factor)
         entries = offset_map.entries
         max_output = self.max_io_buffer_size
-        tp = _topic_partition(tp_log)
         pending = 0
-        for _, header, view in segment.log.entries_with_data(position, chunk=self.io_buffer_size):
+        for _, header, view in segment.log.entries_with_data(segment.start_position, chunk=self.io_buffer_size):
             pending += header.size
             if pending >= self.io_buffer_size:
                 self._checkpoint_io(tp, pending)
@@ -258,41 +264,37 @@ class Cleaner:
 
     # --- copying ----------------------------------------------------------------------------
     def clean_segments(
-        self, tp_log: Log, segments: list[LogSegment], current_time: int, stats: CleanerStats,
-        transactions: CleanedTransactionMetadata, legacy_delete_horizon_ms: int, upper_bound: int, truncations: int,
+        self, source: CleaningSource, segments: list[SegmentToClean], current_time: int, stats: CleanerStats,
+        transactions: CleanedTransactionMetadata, legacy_delete_horizon_ms: int, upper_bound: int,
     ) -> None:
         """Copy a group of segments into one ``.cleaned`` segment and swap it in."""
-        cleaned = _new_cleaned_segment(tp_log, segments[0].base_offset)
+        cleaned = new_cleaned_segment(source.dir, segments[0].base_offset, source.config)
         transactions.cleaned_index = cleaned.txn_index
         try:
-            producers = tp_log.last_records_of_active_producers()
+            producers = source.active_producers()
             writer = _CleanedWriter(cleaned, self.io_buffer_size, self.throttler, stats)
             for i, segment in enumerate(segments):
-                upper = segments[i + 1].base_offset if i + 1 < len(segments) else segment.read_next_offset()
-                transactions.add_aborted_transactions(tp_log.collect_aborted_transactions(segment.base_offset, upper))
+                upper = segments[i + 1].base_offset if i + 1 < len(segments) else segment.next_offset
+                transactions.add_aborted_transactions(source.aborted_transactions(segment.base_offset, upper))
                 retain_legacy_deletes = segment.last_modified_ms > legacy_delete_horizon_ms
                 log.info("Cleaner %d: Cleaning %s in log %s into %d, %s deletes.", self.id, segment,
-                         tp_log.topic_partition, cleaned.base_offset,
+                         source.topic_partition, cleaned.base_offset,
                          "retaining" if retain_legacy_deletes else "discarding")
-                self._clean_into(tp_log, segment, writer, retain_legacy_deletes, transactions, producers,
+                self._clean_into(source, segment, writer, retain_legacy_deletes, transactions, producers,
                                  upper_bound, stats, current_time)
                 writer.flush()
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.set_last_modified(segments[-1].last_modified_ms)
         except BaseException:
-            _discard(cleaned)
+            discard(cleaned)
             raise
         log.info("Cleaner %d: Swapping in cleaned segment %s for segment(s) %s in log %s", self.id, cleaned,
-                 segments, tp_log.topic_partition)
-        try:
-            tp_log.replace_segments([cleaned], segments, truncations)
-        except LogCleaningAbortedError:
-            _discard(cleaned)
-            raise
+                 segments, source.topic_partition)
+        source.swap(cleaned, [segment.base_offset for segment in segments])
 
     def _clean_into(
-        self, tp_log: Log, source: LogSegment, writer: _CleanedWriter, retain_legacy_deletes: bool,
+        self, source: CleaningSource, segment: SegmentToClean, writer: _CleanedWriter, retain_legacy_deletes: bool,
         transactions: CleanedTransactionMetadata, producers: dict[int, LastRecord], upper_bound: int,
         stats: CleanerStats, current_time: int,
     ) -> None:
@@ -307,11 +309,11 @@ class Cleaner:
         """
         offset_map = self.offset_map
         entries, latest, mapped_from = offset_map.entries, offset_map.latest_offset, offset_map.start_offset
-        delete_retention_ms = tp_log.config.delete_retention_ms
+        delete_retention_ms = source.config.delete_retention_ms
         max_output = self.max_io_buffer_size
-        tp = _topic_partition(tp_log)
+        tp = _topic_partition(source)
         pending = 0
-        for _, header, view in source.log.entries_with_data(0, chunk=self.io_buffer_size):
+        for _, header, view in segment.log.entries_with_data(0, chunk=self.io_buffer_size):
             size = header.size
             stats.bytes_read += size
             pending += size
@@ -407,8 +409,8 @@ class Cleaner:
             writer.append(rebuilt, read_log_entry(rebuilt, 0), len(kept))
 
 
-def _topic_partition(tp_log: Log) -> tuple[str, int]:
-    topic, _, partition = tp_log.topic_partition.rpartition("-")
+def _topic_partition(source: CleaningSource) -> tuple[str, int]:
+    topic, _, partition = source.topic_partition.rpartition("-")
     return topic, int(partition)
 
 
@@ -430,18 +432,3 @@ def _index_legacy_keys(
             entries[record.key] = record.offset
             last = record.offset
     return last, False
-
-
-def _new_cleaned_segment(tp_log: Log, base_offset: int) -> LogSegment:
-    """Kafka's createNewCleanedSegment: any leftover ``.cleaned`` files of that base go first."""
-    for suffix in SEGMENT_SUFFIXES:
-        try:
-            os.remove(segment_path(tp_log.dir, base_offset, suffix, CLEANED_SUFFIX))
-        except FileNotFoundError:
-            pass
-    return LogSegment.open(tp_log.dir, base_offset, tp_log.config, file_suffix=CLEANED_SUFFIX)
-
-
-def _discard(segment: LogSegment) -> None:
-    segment.close()
-    segment.delete_files()

@@ -1,7 +1,9 @@
 """LogCleaner: the ``log.cleaner.threads`` threads that compact ``cleanup.policy=compact`` logs.
 
-Each thread repeatedly takes the dirtiest log from the LogCleanerManager, cleans it with its
-own Cleaner and offset map, records the new first dirty offset, then runs retention of the
+Each thread repeatedly takes the dirtiest log from the LogCleanerManager, has its own
+CleanerProcess clean it (a Cleaner with its own offset map, in a process of its own so that the
+round's CPU work does not take the broker's interpreter lock), records the new first dirty
+offset, then runs retention of the
 compacted logs (for those, the cleaner threads and not the retention task delete old
 segments, so the two never race); with nothing to clean it backs off ``log.cleaner.backoff.ms``.
 An unexpected failure marks the partition uncleanable instead of killing the thread.
@@ -14,8 +16,9 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
-from storage.cleaner.cleaner import Cleaner, CleanerStats
+from storage.cleaner.cleaner import CleanerStats
 from storage.cleaner.cleaner_config import CleanerConfig
+from storage.cleaner.cleaner_process import CleanerProcess
 from storage.cleaner.log_cleaner_manager import (
     LogCleanerManager,
     LogToClean,
@@ -23,7 +26,6 @@ from storage.cleaner.log_cleaner_manager import (
     TopicPartition,
     parent_dir,
 )
-from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.throttler import Throttler
 from storage.errors import InvalidConfigError, LogCleaningAbortedError
 from storage.log import Log
@@ -43,10 +45,7 @@ class CleanerThread(threading.Thread):
         self.config = config
         self.manager = manager
         self._stop_event = threading.Event()
-        self.cleaner = Cleaner(
-            thread_id, OffsetMap(config.offset_map_memory), config.io_buffer_per_thread, config.max_message_size,
-            config.dedupe_buffer_load_factor, throttler, self._check_done,
-        )
+        self.process = CleanerProcess(thread_id, config, throttler)
         self.last_pre_clean_stats = PreCleanStats()
 
     def _check_done(self, tp: TopicPartition) -> None:
@@ -58,6 +57,7 @@ class CleanerThread(threading.Thread):
         self._stop_event.set()
         if self.is_alive():
             self.join()
+        self.process.stop()
 
     def run(self) -> None:
         while not self._stop_event.is_set():
@@ -98,7 +98,8 @@ class CleanerThread(threading.Thread):
     def _clean_log(self, cleanable: LogToClean) -> None:
         start = end = cleanable.first_dirty_offset
         try:
-            end, stats = self.cleaner.clean(cleanable)
+            tp = cleanable.topic_partition
+            end, stats = self.process.clean(cleanable, now_ms(), lambda: self._check_done(tp))
             self._record_stats(cleanable.log.topic_partition, start, end, stats)
         except LogCleaningAbortedError:
             log.info("Cleaning of %s was aborted", cleanable.log.topic_partition)

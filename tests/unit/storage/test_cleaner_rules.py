@@ -11,6 +11,7 @@ from protocol.records.builder import RecordBatchBuilder
 from protocol.records.control import ControlRecordType, parse_control_type
 from protocol.records.log_entry import decode_entry_records
 from storage.cleaner.cleaner import Cleaner
+from storage.cleaner.cleaning_source import LocalCleaningSource
 from storage.log_config import LogConfig
 from storage.producer_state import AppendOrigin
 from cleaner_helpers import (
@@ -194,13 +195,14 @@ def test_segments_are_grouped_within_segment_bytes_and_index_sizes(tmp_path: Pat
     for i in range(20):
         log.append_as_leader(keyed_batch([(b"k%d" % i, b"x" * 40)]), 0)
     finish_writes(log)
-    segments = list(log.segments)[:-1]
+    segments = LocalCleaningSource(log).segments(0, log.active_segment.base_offset)  # every inactive one
+    assert len(segments) == len(log.segments) - 1
     groups = Cleaner.group_segments_by_size(segments, 1200, 1 << 20, log.log_end_offset)
     assert [s for g in groups for s in g] == segments
     assert all(sum(s.size for s in g) <= 1200 for g in groups) and len(groups) < len(segments)
-    index_limit = 2 * max(s.offset_index.size_in_bytes for s in segments)
+    index_limit = 2 * max(s.offset_index_bytes for s in segments)
     index_groups = Cleaner.group_segments_by_size(segments, 1 << 30, index_limit, log.log_end_offset)
-    assert all(sum(s.offset_index.size_in_bytes for s in g) <= index_limit for g in index_groups)
+    assert all(sum(s.offset_index_bytes for s in g) <= index_limit for g in index_groups)
     assert 1 < len(index_groups) < len(segments)
     log.close()
 
