@@ -28,7 +28,7 @@ from broker_bench import broker_cpu_seconds, consume, create_topic, produce  # n
 
 from broker.security.client_security import ClientSecurity  # noqa: E402
 from broker.security.scram import SCRAM_MECHANISMS  # noqa: E402
-from broker.security.ssl_factory import SslSettings, client_context  # noqa: E402
+from broker.security.ssl_factory import SslFactory, SslSettings  # noqa: E402
 from tests.harness.broker import BrokerProcess  # noqa: E402
 from tests.harness.certs import TestPki  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
@@ -43,12 +43,13 @@ LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def _client_security(pki: TestPki, protocol: str, mechanism: str | None) -> ClientSecurity:
-    context = None
+    factory = None
     if protocol.endswith("SSL"):
-        context = client_context(SslSettings("client", "PEM", None, None, None, None, None, "PEM", str(pki.ca_file),
-                                             None, None, "none", ["TLSv1.2", "TLSv1.3"], [], "https"))
+        factory = SslFactory.for_client(SslSettings("client", "PEM", None, None, None, None, None, "PEM",
+                                                    str(pki.ca_file), None, None, "none", ["TLSv1.2", "TLSv1.3"], [],
+                                                    "https"))
     user = "bob" if mechanism == "PLAIN" else "alice"
-    return ClientSecurity(protocol, context, mechanism, user if mechanism else "", PASSWORDS[user] if mechanism else "")
+    return ClientSecurity(protocol, factory, mechanism, user if mechanism else "", PASSWORDS[user] if mechanism else "")
 
 
 def login_ms(broker: BrokerProcess, pki: TestPki, protocol: str, mechanism: str | None, count: int) -> float:

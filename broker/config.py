@@ -353,8 +353,9 @@ class KafkaConfig:
         return dict(self._values)
 
     def update(self, changes: Mapping[str, Any]) -> set[str]:
-        """Apply new raw values (None removes an override); all-or-nothing; returns changed keys."""
-        unknown = set(changes) - CONFIG_KEYS.keys()
+        """Apply new raw values of known or listener-prefixed keys (None removes an override);
+        all-or-nothing; returns the changed keys (listener-prefixed ones as given)."""
+        unknown = {k for k in changes if k not in CONFIG_KEYS and listener_config_base(k) is None}
         if unknown:
             raise ConfigError(sorted(unknown)[0], "unknown configuration")
         originals = dict(self.originals)
@@ -365,9 +366,14 @@ class KafkaConfig:
                 originals[key] = raw
         values = self._parse_all(originals)
         self._validate(values, originals)
+        listener_values = _parse_listener_overrides(originals)
         changed = {k for k in CONFIG_KEYS if values[k] != self._values[k]}
+        changed |= {f"{LISTENER_PREFIX}{listener}.{key}"
+                    for listener in set(listener_values) | set(self._listener_values)
+                    for key in set(listener_values.get(listener, {})) | set(self._listener_values.get(listener, {}))
+                    if listener_values.get(listener, {}).get(key) != self._listener_values.get(listener, {}).get(key)}
         self.originals, self._values = originals, values
-        self._listener_values = _parse_listener_overrides(originals)
+        self._listener_values = listener_values
         self.__dict__.pop("advertised_listeners", None)
         return changed
 
@@ -536,6 +542,16 @@ class KafkaConfig:
                 raise ConfigError("sasl.mechanism.inter.broker.protocol",
                                   "must be included in sasl.enabled.mechanisms when SASL is used for "
                                   "inter-broker communication")
+
+
+def listener_config_base(key: str) -> str | None:
+    """The base key of a listener-prefixed key (``listener.name.ssl.ssl.keystore.location`` ->
+    ``ssl.keystore.location``, mechanism dropped), None for any other key."""
+    parsed = _listener_override(key)
+    if parsed is None:
+        return None
+    rest = parsed[1]
+    return rest if rest in CONFIG_KEYS else rest.partition(".")[2]
 
 
 def _listener_override(key: str) -> tuple[str, str] | None:

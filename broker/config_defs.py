@@ -294,6 +294,8 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("ssl.trustmanager.algorithm", S, "PKIX", None),
     ("ssl.secure.random.implementation", S, None, None),
     ("ssl.engine.factory.class", C, None, None),
+    ("ssl.allow.dn.changes", B, False, None),  # a dynamic keystore update may change the certificate's DN
+    ("ssl.allow.san.changes", B, False, None),  # ... or drop some of its SubjectAltNames
     # --- SASL (also per listener and mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config)
     ("sasl.enabled.mechanisms", LI, ["GSSAPI"], None),
     ("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", None),

@@ -130,8 +130,6 @@ UNSUPPORTED_CONFIGS: tuple[tuple[str, str, Any], ...] = (
     ("security.providers", "STRING", None),
     ("socket.connection.setup.timeout.max.ms", "LONG", 30000),
     ("socket.connection.setup.timeout.ms", "LONG", 10000),
-    ("ssl.allow.dn.changes", "BOOLEAN", False),
-    ("ssl.allow.san.changes", "BOOLEAN", False),
     ("ssl.provider", "STRING", None),
     ("telemetry.max.bytes", "INT", 1048576),
     ("zookeeper.clientCnxnSocket", "STRING", None),

@@ -45,6 +45,7 @@ from broker.security.authorizer.acl_authorizer import ACL_AUTHORIZER_CLASS, AclA
 from broker.quota.client_quota_manager import QuotaManagers
 from broker.quota.quota_configs import CONNECTION_CREATION_RATE
 from broker.security.client_security import PLAINTEXT, ClientSecurity
+from broker.security.ssl_factory import SslFactory
 from broker.security.credential_cache import CredentialCache
 from broker.services import BrokerServices, ConfigRepository
 from coordination.admin_zk_client import AdminZkClient
@@ -226,6 +227,8 @@ class KafkaServer:
         replica_manager.leadership_listeners.append(transaction_coordinator.on_leadership_change)
         self.services.transaction_coordinator = transaction_coordinator
         transaction_coordinator.startup()
+        # The dynamic configs from ZooKeeper before the listeners open (a dynamic keystore is served from the start).
+        await loop.run_in_executor(None, dynamic_broker_config.install, self.services, self._ssl_factories())
         await self.socket_server.start()
         pool.start()
         self._start_metrics_endpoint(self.services, pool)
@@ -234,7 +237,6 @@ class KafkaServer:
         await loop.run_in_executor(None, self.registration.register)
         await loop.run_in_executor(None, controller.startup)
         self._controller_started = True
-        await loop.run_in_executor(None, dynamic_broker_config.install, self.services)
         self.config_listener = ConfigChangeListener(zk, self._on_config_change)
         await loop.run_in_executor(None, self.config_listener.start)
         log_manager.start_scheduler()
@@ -351,6 +353,18 @@ class KafkaServer:
         if ids:
             return ids.pop()
         return zk.generate_broker_id(self.config.reserved_broker_max_id)
+
+    def _ssl_factories(self) -> dict[str, list[SslFactory]]:
+        """Each SSL listener's SslFactories: its server side, and for the inter-broker listener this
+        broker's client side too (Kafka reconfigures both on a keystore update)."""
+        assert self.socket_server is not None
+        factories: dict[str, list[SslFactory]] = {}
+        for security in self.socket_server.listener_security:
+            if security.ssl is not None:
+                factories.setdefault(security.endpoint.listener_name, []).append(security.ssl)
+        if self.client_security.ssl is not None:
+            factories.setdefault(self.config.inter_broker_listener_name, []).append(self.client_security.ssl)
+        return factories
 
     def _broker_info(self, broker_id: int) -> BrokerInfo:
         assert self.socket_server is not None

@@ -9,16 +9,18 @@ KafkaConfig follows ZooKeeper.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from broker.config import KafkaConfig
+from broker.config import KafkaConfig, listener_config_base
 from broker.config_defs_unsupported import UNSUPPORTED_DYNAMIC_CONFIGS
 from broker.config_defs import CONFIG_KEYS, LONG_MAX, TOPIC_CONFIG_SYNONYMS, ConfigError, ConfigKey, ConfigType, at_least
 from coordination.zk_admin_data import DEFAULT_ENTITY
 from storage.cleaner.cleaner_config import RECONFIGURABLE_CONFIGS as CLEANER_CONFIGS
 from storage.cleaner.cleaner_config import CleanerConfig
 from storage.errors import InvalidConfigError
+from broker.security.ssl_factory import RECONFIGURABLE_FIELDS, SslFactory, SslReconfigurationError, SslSettings
 from storage.log_config import broker_defaults
 
 if TYPE_CHECKING:
@@ -32,8 +34,9 @@ log = logging.getLogger(__name__)
 # each topic config, except the message format version).
 _LOG_DYNAMIC = {keys[0] for keys in TOPIC_CONFIG_SYNONYMS.values()} - {"log.message.format.version"}
 _TOPIC_DEFAULT_KEYS = frozenset(k for keys in TOPIC_CONFIG_SYNONYMS.values() for k in keys)
-PER_BROKER_CONFIGS = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
-# Dynamic in Kafka (a listener reloads its keystore); here stored and applied at the next start.
+# Kafka's DynamicListenerConfig.ReconfigurableConfigs (security part): dynamic per broker, with or
+# without a listener prefix; only the keystore and truststore ones (DYNAMIC_SECURITY_CONFIGS) take
+# effect at once, the others at the next start, as in Kafka.
 LISTENER_SECURITY_CONFIGS = frozenset({
     "principal.builder.class",
     "sasl.enabled.mechanisms",
@@ -60,6 +63,14 @@ LISTENER_SECURITY_CONFIGS = frozenset({
     "ssl.truststore.password",
     "ssl.truststore.type",
 })
+# Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): a listener's SslFactory reloads
+# them, so they may only be given with a listener prefix.
+DYNAMIC_SECURITY_CONFIGS = frozenset("ssl." + name.replace("_", ".") for name in RECONFIGURABLE_FIELDS)
+PER_BROKER_CONFIGS = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"}) \
+    | LISTENER_SECURITY_CONFIGS
+# Listener-prefixed keys that may be set for the whole cluster (Kafka's ClusterLevelListenerConfigs).
+CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
+LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")
 DYNAMIC_CONFIGS = frozenset(
     _LOG_DYNAMIC
     | PER_BROKER_CONFIGS
@@ -89,8 +100,13 @@ class DynamicConfigError(ValueError):
     """Kafka's ConfigException from DynamicBrokerConfig.validate (answered as INVALID_REQUEST)."""
 
 
-def _scala_set(names: set[str]) -> str:
-    return f"Set({', '.join(sorted(names))})"
+def _scala_set(names: set[str], kind: str = "Set") -> str:
+    return f"{kind}({', '.join(sorted(names))})"
+
+
+def _known(key: str) -> bool:
+    """A key KafkaConfig takes: a broker key or a listener-prefixed one."""
+    return key in CONFIG_KEYS or listener_config_base(key) is not None
 
 
 def synonym_group(name: str) -> tuple[str, ...]:
@@ -111,6 +127,8 @@ class DynamicBrokerConfig:
         self.defaults: dict[str, str] = {}
         # Kafka's BrokerReconfigurable log cleaner: validates and takes its settings' changes.
         self.log_cleaner: LogCleaner | None = None
+        # Each SSL listener's SslFactories (its server side; the inter-broker client side too).
+        self.ssl_factories: dict[str, list[SslFactory]] = {}
 
     # --- layers ----------------------------------------------------------------------------
     def effective_raw(self, name: str) -> str | None:
@@ -141,6 +159,10 @@ class DynamicBrokerConfig:
         non_dynamic = {k for k in props if k in CONFIG_KEYS and k not in DYNAMIC_CONFIGS}
         if non_dynamic:
             raise DynamicConfigError(f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}")
+        unprefixed = set(props) & DYNAMIC_SECURITY_CONFIGS
+        if unprefixed:
+            raise DynamicConfigError("These security configs can be dynamically updated only per-listener using the "
+                                     f"listener prefix: {_scala_set(unprefixed, 'HashSet')}")
         for name, value in props.items():
             key = CONFIG_KEYS.get(name) or QUOTA_CONFIG_KEYS.get(name)
             if key is not None:
@@ -149,7 +171,9 @@ class DynamicBrokerConfig:
                 except ConfigError as exc:
                     raise DynamicConfigError(str(exc)) from None
         if not per_broker:
-            only_per_broker = set(props) & PER_BROKER_CONFIGS
+            only_per_broker = (set(props) & PER_BROKER_CONFIGS) | {
+                k for k in props if (match := LISTENER_CONFIG.fullmatch(k))
+                and match.group(1) not in CLUSTER_LEVEL_LISTENER_CONFIGS}
             if only_per_broker:
                 raise DynamicConfigError(
                     "Cannot update these configs at default cluster level, broker id must be specified: "
@@ -163,14 +187,51 @@ class DynamicBrokerConfig:
             merged.update(props)
             merged.update(self.per_broker)
         try:
-            new_config = KafkaConfig({k: v for k, v in merged.items() if k in CONFIG_KEYS})
+            new_config = KafkaConfig({k: v for k, v in merged.items() if _known(k)})
         except ConfigError as exc:
             raise DynamicConfigError(str(exc)) from None
+        try:
+            for factory, settings in self._ssl_updates(new_config):
+                factory.validate_reconfiguration(settings)
+        except SslReconfigurationError as exc:
+            raise DynamicConfigError(_invalid_dynamic(exc)) from None
         if self.log_cleaner is not None and set(props) & CLEANER_CONFIGS:
             try:
                 self.log_cleaner.validate_reconfiguration(CleanerConfig.from_props(new_config.values()))
             except InvalidConfigError as exc:
                 raise DynamicConfigError(str(exc)) from None
+
+    # --- SSL listeners (Kafka's reconfigurable SslFactory) -------------------------------------
+    def _ssl_updates(self, config: KafkaConfig, listeners: Iterable[str] | None = None
+                     ) -> list[tuple[SslFactory, SslSettings]]:
+        """Each SSL factory (of ``listeners``, else all) with its listener's settings under ``config``."""
+        updates = []
+        for listener, factories in self.ssl_factories.items():
+            if listeners is None or listener in listeners:
+                settings = SslSettings.for_listener(config, listener)
+                updates.extend((factory, settings) for factory in factories)
+        return updates
+
+    def reconfigure_ssl(self) -> None:
+        """Give every SSL listener the live config's keystore and truststore (after ``apply``); a
+        refused one is logged and the listener keeps its context, as in Kafka."""
+        for factory, settings in self._ssl_updates(self.config):
+            try:
+                factory.reconfigure(settings)
+            except SslReconfigurationError as exc:
+                log.error("Failed to reconfigure the SSL context of listener %s: %s", settings.listener, exc)
+
+    def reload_updated_files(self, props: Mapping[str, str]) -> None:
+        """Kafka's reloadUpdatedFilesWithoutConfigChange, after a per-broker AlterConfigs of ours:
+        a listener whose keystore or truststore keys it names reloads files whose contents
+        changed under an unchanged name. Raises DynamicConfigError if the new files are refused."""
+        named = {k.split(".")[2] for k in props if listener_config_base(k) in DYNAMIC_SECURITY_CONFIGS}
+        listeners = [listener for listener in self.ssl_factories if listener.lower() in named]
+        try:
+            for factory, settings in self._ssl_updates(self.config, listeners):
+                factory.reconfigure(settings, reload=True)
+        except SslReconfigurationError as exc:
+            raise DynamicConfigError(_invalid_dynamic(exc)) from None
 
     # --- config change listener --------------------------------------------------------------
     def apply(self, entity_name: str, props: Mapping[str, str]) -> set[str]:
@@ -183,12 +244,26 @@ class DynamicBrokerConfig:
             previous, self.per_broker = self.per_broker, dict(props)
         else:
             return set()
-        touched = {k for k in set(previous) | set(props) if k in CONFIG_KEYS}
+        touched = {k for k in set(previous) | set(props) if _known(k)}
         try:
             return self.config.update({k: self.effective_raw(k) for k in touched})
         except ConfigError as exc:
             log.error("ignoring dynamic broker config %s: %s", entity_name, exc)
             return set()
+
+
+def loggable(props: Mapping[str, str]) -> dict[str, str]:
+    """``props`` with the values of passwords (and of keys whose type is unknown) hidden, as Kafka logs them."""
+    def sensitive(name: str) -> bool:
+        key = CONFIG_KEYS.get(listener_config_base(name) or name) or QUOTA_CONFIG_KEYS.get(name)
+        return key is None or key.type == ConfigType.PASSWORD
+    return {name: "[hidden]" if sensitive(name) else value for name, value in props.items()}
+
+
+def _invalid_dynamic(exc: Exception) -> str:
+    """How Kafka's ZooKeeper-mode AlterConfigs words a reconfiguration its validation refused."""
+    return f"Invalid value org.apache.kafka.common.config.ConfigException: {exc} for configuration Invalid dynamic " \
+        "configuration"
 
 
 def _raw(value: Any) -> str:
@@ -215,12 +290,13 @@ async def current_dynamic_config(services: BrokerServices) -> DynamicBrokerConfi
     return dyn
 
 
-def install(services: BrokerServices) -> DynamicBrokerConfig:
+def install(services: BrokerServices, ssl_factories: Mapping[str, list[SslFactory]]) -> DynamicBrokerConfig:
     """Blocking (ZooKeeper reads): snapshot the static config, load this broker's and the
     cluster-wide dynamic configs, apply them and keep the result in `services.dynamic_config`. Call at
-    startup before the config change listener starts."""
+    startup before the config change listener starts; ``ssl_factories``: each SSL listener's."""
     dyn = DynamicBrokerConfig(services.config)
     dyn.log_cleaner = services.log_manager.cleaner
+    dyn.ssl_factories = dict(ssl_factories)
     services.dynamic_config = dyn
     for entity in (DEFAULT_ENTITY, str(services.broker_id)):
         on_broker_config_change(services, entity, services.zk.get_entity_config("brokers", entity))
@@ -247,6 +323,8 @@ def on_broker_config_change(services: BrokerServices, entity_name: str, config: 
             cleaner.reconfigure(CleanerConfig.from_props(services.config.values()))
         except (InvalidConfigError, ValueError) as exc:  # Kafka logs a failed reconfiguration
             log.error("failed to reconfigure the log cleaner: %s", exc)
+    if any(listener_config_base(k) in DYNAMIC_SECURITY_CONFIGS for k in changed):
+        dyn.reconfigure_ssl()
     if changed:
         log.info("Applied dynamic broker config %s: changed %s", entity_name, sorted(changed))
 

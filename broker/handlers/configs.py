@@ -21,7 +21,7 @@ from broker.admin.config_ops import (
     describe_resource,
     resource_type,
 )
-from broker.admin.dynamic_broker_config import DynamicConfigError, current_dynamic_config
+from broker.admin.dynamic_broker_config import DynamicConfigError, current_dynamic_config, loggable
 from broker.errors import api_error
 from broker.admin.topic_configs import TOPIC_CONFIG_DEFS, TopicConfigError, to_config_string, validate_topic_config
 from broker.config_defs import CONFIG_KEYS, ConfigType
@@ -201,8 +201,13 @@ async def _alter_broker(
         raise KafkaApiError(Errors.INVALID_REQUEST, str(exc)) from None
     if not validate_only:
         entity = DEFAULT_ENTITY if broker_id is None else str(broker_id)
-        log.info("Updating broker config %s with new configuration : %s", entity, props)
+        log.info("Updating broker config %s with new configuration : %s", entity, loggable(props))
         await services.pool.run_blocking(services.admin_zk.change_configs, "brokers", entity, props)
+        if broker_id is not None:  # a keystore named again whose file changed is reloaded now
+            try:
+                await services.pool.run_blocking(dyn.reload_updated_files, props)
+            except DynamicConfigError as exc:
+                raise KafkaApiError(Errors.INVALID_REQUEST, str(exc)) from None
 
 
 def _unsupported(resource: Any) -> KafkaApiError:

@@ -12,7 +12,6 @@ provider's JWKS (``broker.security.oauthbearer_jwks``).
 from __future__ import annotations
 
 import logging
-import ssl
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -28,7 +27,7 @@ from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, SslP
 from broker.security.sasl_mechanism import PLAIN, PlainServer
 from broker.security.sasl_server_authenticator import SaslListenerConfig, SaslServerFactory
 from broker.security.scram import SCRAM_MECHANISMS, ScramServer
-from broker.security.ssl_factory import SslSettings, server_context
+from broker.security.ssl_factory import SslFactory, SslSettings
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +35,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ListenerSecurity:
     endpoint: EndPoint
-    ssl_context: ssl.SSLContext | None
+    ssl: SslFactory | None  # its context changes with dynamic keystore updates
     principal_mapper: SslPrincipalMapper
     sasl: SaslListenerConfig | None
     failed_authentication_delay_ms: int
@@ -138,10 +137,10 @@ def listener_security(config: KafkaConfig, endpoint: EndPoint, credentials: Cred
     """Build (and check) one listener's TLS context and SASL mechanisms; ConfigError names a bad key."""
     protocol = endpoint.security_protocol
     listener = endpoint.listener_name
-    context = server_context(SslSettings.for_listener(config, listener)) if protocol.endswith("SSL") else None
+    factory = SslFactory.for_server(SslSettings.for_listener(config, listener)) if protocol.endswith("SSL") else None
     try:
         mapper = SslPrincipalMapper(config.listener_value(listener, "ssl.principal.mapping.rules"))
     except ValueError as exc:
         raise ConfigError("ssl.principal.mapping.rules", str(exc)) from None
     sasl = _sasl_config(config, listener, credentials) if protocol.startswith("SASL_") else None
-    return ListenerSecurity(endpoint, context, mapper, sasl, config.get("connection.failed.authentication.delay.ms"))
+    return ListenerSecurity(endpoint, factory, mapper, sasl, config.get("connection.failed.authentication.delay.ms"))

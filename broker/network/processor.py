@@ -74,8 +74,8 @@ class Processor:
         remote = sock.getpeername()
         connection_id = f"{local[0]}:{local[1]}-{remote[0]}:{remote[1]}-{self._next_index}"
         self._next_index += 1
-        if security.ssl_context is not None:
-            sock = security.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        if security.ssl is not None:
+            sock = security.ssl.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         channel = KafkaChannel(self, sock, connection_id, security, (remote[0], remote[1]), client_ip)
         self.connections[connection_id] = channel
         self.connections_accepted += 1

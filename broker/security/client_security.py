@@ -24,7 +24,7 @@ from broker.security.jaas import JaasConfigError, parse_jaas_config
 from broker.security.oauthbearer import OAUTHBEARER, SEPARATOR, client_first_message, unsecured_token
 from broker.security.sasl_mechanism import PLAIN, SaslError
 from broker.security.scram import SCRAM_MECHANISMS, ScramClient
-from broker.security.ssl_factory import SslSettings, client_context
+from broker.security.ssl_factory import SslFactory, SslSettings
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.framing import decode_response, encode_request
@@ -77,7 +77,7 @@ def sasl_exchange(mechanism: str, username: str, password: str,
 @dataclass(frozen=True)
 class ClientSecurity:
     security_protocol: str = "PLAINTEXT"
-    ssl_context: ssl.SSLContext | None = None
+    ssl: SslFactory | None = None  # its context changes with dynamic keystore updates
     sasl_mechanism: str | None = None
     username: str = ""
     password: str = ""
@@ -87,7 +87,7 @@ class ClientSecurity:
     def inter_broker(cls, config: KafkaConfig) -> ClientSecurity:
         endpoint = config.inter_broker_endpoint
         protocol, listener = endpoint.security_protocol, endpoint.listener_name
-        context = client_context(SslSettings.for_listener(config, listener)) if protocol.endswith("SSL") else None
+        context = SslFactory.for_client(SslSettings.for_listener(config, listener)) if protocol.endswith("SSL") else None
         if not protocol.startswith("SASL_"):
             return cls(protocol, context)
         mechanism = config.get("sasl.mechanism.inter.broker.protocol")
@@ -114,14 +114,20 @@ class ClientSecurity:
             raise ConfigError(key, "the inter-broker JAAS config needs username and password")
         return cls(protocol, context, mechanism, options["username"], options["password"])
 
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """What a new connection uses now."""
+        return None if self.ssl is None else self.ssl.context
+
     # --- blocking sockets -------------------------------------------------------------------------
     def connect_blocking(self, host: str, port: int, timeout: float, client_id: str) -> socket.socket:
         """A connected, encrypted and authenticated socket; OSError (or AuthenticationFailed) if not."""
         sock: socket.socket = socket.create_connection((host, port), timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.ssl_context is not None:
-                sock = self.ssl_context.wrap_socket(sock, server_hostname=host)
+            context = self.ssl_context
+            if context is not None:
+                sock = context.wrap_socket(sock, server_hostname=host)
             if self.sasl_mechanism is not None:
                 self._drive_blocking(sock, client_id)
         except BaseException:
@@ -157,8 +163,9 @@ class ClientSecurity:
     # --- asyncio streams --------------------------------------------------------------------------
     async def open_connection(self, host: str, port: int, client_id: str
                               ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        context = self.ssl_context
         reader, writer = await asyncio.open_connection(
-            host, port, ssl=self.ssl_context, server_hostname=host if self.ssl_context is not None else None)
+            host, port, ssl=context, server_hostname=host if context is not None else None)
         try:
             if self.sasl_mechanism is not None:
                 await self._drive_async(reader, writer, client_id)

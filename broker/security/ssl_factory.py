@@ -1,5 +1,12 @@
 """SSLContexts from Kafka's ``ssl.*`` settings (Kafka's DefaultSslEngineFactory), for one listener.
 
+``SslFactory`` holds one side's context (a listener's server side, the inter-broker client side)
+and rebuilds it when a dynamic update changes the keystore or truststore settings, or names an
+unchanged keystore file whose contents changed, with Kafka's checks: the new certificate keeps
+the old one's DN (unless ``ssl.allow.dn.changes``) and its SubjectAltNames (unless
+``ssl.allow.san.changes``), a keystore can be neither added nor removed, a truststore not added.
+Connections already open keep the context they were made with, as in Kafka.
+
 Keystores: ``PEM`` (a file with the private key and certificate chain, or the inline
 ``ssl.keystore.key`` / ``ssl.keystore.certificate.chain``) and ``PKCS12`` (read with
 ``cryptography``); Java's ``JKS`` cannot be read here and is refused naming the key.
@@ -11,6 +18,8 @@ temporary file that is removed at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import os
 import ssl
 import tempfile
@@ -19,6 +28,8 @@ from dataclasses import dataclass
 
 from broker.config import KafkaConfig
 from broker.config_defs import ConfigError
+
+log = logging.getLogger(__name__)
 
 CLIENT_AUTH_MODES = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 _TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
@@ -44,6 +55,10 @@ class SslSettings:
     enabled_protocols: list[str]
     cipher_suites: list[str]
     endpoint_identification: str
+    # Whether a dynamic keystore update may change the certificate's DN or drop SANs. Kafka's SslFactory
+    # reads them from the config it was built with, so changing them takes a restart there too.
+    allow_dn_changes: bool = False
+    allow_san_changes: bool = False
 
     @classmethod
     def for_listener(cls, config: KafkaConfig, listener: str) -> SslSettings:
@@ -56,7 +71,8 @@ class SslSettings:
                    str(get("ssl.truststore.type")).upper(), get("ssl.truststore.location"),  # type: ignore[arg-type]
                    get("ssl.truststore.password"), get("ssl.truststore.certificates"),  # type: ignore[arg-type]
                    str(get("ssl.client.auth")), list(get("ssl.enabled.protocols")),  # type: ignore[call-overload]
-                   list(get("ssl.cipher.suites")), str(get("ssl.endpoint.identification.algorithm") or ""))  # type: ignore[call-overload]
+                   list(get("ssl.cipher.suites")), str(get("ssl.endpoint.identification.algorithm") or ""),  # type: ignore[call-overload]
+                   bool(get("ssl.allow.dn.changes")), bool(get("ssl.allow.san.changes")))
 
     def key(self, name: str) -> str:
         """The config key to name in an error (the listener-prefixed one when the listener sets it)."""
@@ -120,6 +136,8 @@ def _load_keystore(context: ssl.SSLContext, settings: SslSettings) -> bool:
                               f"keystore type {settings.keystore_type} is not supported; use PKCS12 or PEM")
     else:
         return False
+    if settings.keystore_type == "PEM":
+        _check_pem_key_password(settings, material, password)
     with _private_file(material) as path:
         try:
             context.load_cert_chain(path, password=password)
@@ -127,6 +145,16 @@ def _load_keystore(context: ssl.SSLContext, settings: SslSettings) -> bool:
             raise ConfigError(settings.key("ssl.keystore.location"),
                               f"cannot load the key and certificate: {exc}") from None
     return True
+
+
+def _check_pem_key_password(settings: SslSettings, material: bytes, password: str | None) -> None:
+    """As Kafka's PEM keystore: ``ssl.key.password`` goes with an encrypted private key and only
+    with one (and OpenSSL never prompts for a password on the broker's terminal)."""
+    encrypted = b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in material or b"Proc-Type: 4,ENCRYPTED" in material
+    if password and not encrypted:
+        raise ConfigError(settings.key("ssl.key.password"), "is set but the PEM private key is not encrypted")
+    if encrypted and not password:
+        raise ConfigError(settings.key("ssl.key.password"), "the PEM private key is encrypted: its password is needed")
 
 
 def _load_truststore(context: ssl.SSLContext, settings: SslSettings, purpose: ssl.Purpose) -> None:
@@ -213,3 +241,164 @@ def client_context(settings: SslSettings) -> ssl.SSLContext:
     _load_keystore(context, settings)
     _load_truststore(context, settings, ssl.Purpose.SERVER_AUTH)
     return context
+
+
+# --- dynamic reconfiguration (Kafka's SslFactory) ---------------------------------------------
+# The SslSettings fields of Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: what a dynamic update applies at once.
+RECONFIGURABLE_FIELDS = ("keystore_type", "keystore_location", "keystore_password", "keystore_key",
+                         "keystore_certificate_chain", "key_password", "truststore_type", "truststore_location",
+                         "truststore_password", "truststore_certificates")
+_SAN_TYPES = {"OtherName": 0, "RFC822Name": 1, "DNSName": 2, "DirectoryName": 4, "UniformResourceIdentifier": 6,
+              "IPAddress": 7, "RegisteredID": 8}  # Java's getSubjectAlternativeNames() type numbers
+
+
+class SslReconfigurationError(ValueError):
+    """A dynamic SSL update Kafka's SslFactory refuses (its message, as Kafka words it)."""
+
+
+@dataclass(frozen=True)
+class _KeystoreEntry:
+    """The keystore's certificate as Kafka compares two keystores."""
+
+    alias: str
+    subject: object  # cryptography's x509.Name
+    dn: str  # as Java's X500Principal prints it
+    sans: tuple[tuple[int, str], ...]
+
+
+def _keystore_entry(settings: SslSettings) -> _KeystoreEntry | None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    alias = "kafka"  # Kafka's name for the entry of a PEM keystore
+    if settings.keystore_certificate_chain:
+        cert = x509.load_pem_x509_certificates(settings.keystore_certificate_chain.encode())[0]
+    elif settings.keystore_location:
+        data = _read(settings, "ssl.keystore.location", settings.keystore_location)
+        if settings.keystore_type == "PKCS12":
+            password = settings.keystore_password
+            store = pkcs12.load_pkcs12(data, password.encode() if password else None)
+            if store.cert is None:
+                return None
+            cert = store.cert.certificate
+            alias = (store.cert.friendly_name or b"").decode() or alias
+        else:
+            cert = x509.load_pem_x509_certificates(data)[0]
+    else:
+        return None
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        names = []
+    sans = tuple((_SAN_TYPES.get(type(name).__name__, 0),
+                  name.value.rfc4514_string() if isinstance(name, x509.DirectoryName) else str(name.value))
+                 for name in names)
+    dn = ", ".join(rdn.rfc4514_string() for rdn in reversed(cert.subject.rdns))
+    return _KeystoreEntry(alias, cert.subject, dn, sans)
+
+
+def _ensure_compatible(old: _KeystoreEntry, new: _KeystoreEntry, allow_dn_changes: bool,
+                       allow_san_changes: bool) -> None:
+    """Kafka's CertificateEntries.ensureCompatible (one entry per keystore here)."""
+    if not allow_dn_changes and old.subject != new.subject and old.dn.lower() != new.dn.lower():
+        raise SslReconfigurationError(
+            f"Keystore DistinguishedName does not match:  existing={{alias={old.alias}, DN={old.dn}}}, "
+            f"new={{alias={new.alias}, DN={new.dn}}}")
+    if not allow_san_changes and not set(old.sans) <= set(new.sans):
+        def shown(sans: tuple[tuple[int, str], ...]) -> str:
+            return "[" + ", ".join(f"[{kind}, {value}]" for kind, value in sans) + "]"
+        raise SslReconfigurationError(
+            f"Keystore SubjectAltNames do not match:  existing={{alias={old.alias}, SAN={shown(old.sans)}}}, "
+            f"new={{alias={new.alias}, SAN={shown(new.sans)}}}")
+
+
+def _file_stamps(settings: SslSettings | None) -> tuple[int | None, int | None]:
+    """When the keystore and truststore files last changed (an update naming them again reloads them then)."""
+    def stamp(path: str | None) -> int | None:
+        try:
+            return os.stat(path).st_mtime_ns if path else None
+        except OSError:
+            return None
+    return (None, None) if settings is None else (stamp(settings.keystore_location), stamp(settings.truststore_location))
+
+
+def _reconfigurable(settings: SslSettings) -> tuple[object, ...]:
+    return tuple(getattr(settings, name) for name in RECONFIGURABLE_FIELDS)
+
+
+class SslFactory:
+    """One side's SSLContext of a listener; ``context`` is what new connections use."""
+
+    def __init__(self, context: ssl.SSLContext, settings: SslSettings | None = None, server: bool = True) -> None:
+        self.context = context
+        self.settings = settings  # None: a fixed context (not reconfigurable)
+        self.server = server
+        self._stamps = _file_stamps(settings)
+
+    @classmethod
+    def for_server(cls, settings: SslSettings) -> SslFactory:
+        return cls(server_context(settings), settings, server=True)
+
+    @classmethod
+    def for_client(cls, settings: SslSettings) -> SslFactory:
+        return cls(client_context(settings), settings, server=False)
+
+    def validate_reconfiguration(self, settings: SslSettings, reload: bool = False) -> ssl.SSLContext | None:
+        """The context ``settings`` call for, checked as Kafka checks it, or None when the current one
+        stays (no reconfigurable setting changed and, with ``reload``, no file either). Raises
+        SslReconfigurationError with Kafka's message."""
+        current = self.settings
+        if current is None or (_reconfigurable(settings) == _reconfigurable(current)
+                               and not (reload and _file_stamps(settings) != self._stamps)):
+            return None
+        # Only the reconfigurable settings change; protocols, ciphers and client auth stay until a restart.
+        settings = dataclasses.replace(current, **{name: getattr(settings, name) for name in RECONFIGURABLE_FIELDS})
+        try:
+            context = server_context(settings) if self.server else client_context(settings)
+            old, new = _keystore_entry(current), _keystore_entry(settings)
+            if old is None and new is not None:
+                raise SslReconfigurationError("Cannot add SSL keystore to an existing listener for which no "
+                                              "keystore was configured.")
+            if old is not None and new is None:
+                raise SslReconfigurationError("Cannot remove the SSL keystore from an existing listener for which "
+                                              "a keystore was configured.")
+            if old is not None and new is not None:
+                _ensure_compatible(old, new, current.allow_dn_changes, current.allow_san_changes)
+            if not _has_truststore(current) and _has_truststore(settings):
+                raise SslReconfigurationError("Cannot add SSL truststore to an existing listener for which no "
+                                              "truststore was configured.")
+        except SslReconfigurationError as exc:
+            raise _validation_failed(f"org.apache.kafka.common.config.ConfigException: {exc}") from None
+        except ConfigError as exc:
+            log.error("Validation of dynamic config update of SSLFactory failed: %s", exc)
+            if "keystore" in exc.key or "key.password" in exc.key:
+                location = settings.keystore_location or "null"
+                raise _validation_failed("org.apache.kafka.common.errors.InvalidConfigurationException: Failed to "
+                                         f"load {settings.keystore_type} SSL keystore {location}") from None
+            raise _validation_failed(f"org.apache.kafka.common.config.ConfigException: {exc}") from None
+        except ValueError as exc:  # a certificate cryptography cannot read
+            raise _validation_failed(f"org.apache.kafka.common.config.ConfigException: {exc}") from None
+        return context
+
+    def reconfigure(self, settings: SslSettings, reload: bool = False) -> bool:
+        """Take ``settings`` if they call for a new context (see ``validate_reconfiguration``); True if so."""
+        context = self.validate_reconfiguration(settings, reload)
+        if context is None:
+            return False
+        assert self.settings is not None
+        self.settings = dataclasses.replace(self.settings, **{name: getattr(settings, name)
+                                                              for name in RECONFIGURABLE_FIELDS})
+        self.context, self._stamps = context, _file_stamps(self.settings)
+        log.info("Created new %s SSL engine builder with keystore %s truststore %s on listener %s",
+                 "SERVER" if self.server else "CLIENT", self.settings.keystore_location or "(inline PEM)",
+                 self.settings.truststore_location or "(inline or default)", self.settings.listener)
+        return True
+
+
+def _has_truststore(settings: SslSettings) -> bool:
+    return bool(settings.truststore_location or settings.truststore_certificates)
+
+
+def _validation_failed(cause: str) -> SslReconfigurationError:
+    return SslReconfigurationError(f"Validation of dynamic config update of SSLFactory failed: {cause}")
+

@@ -60,7 +60,9 @@ class TestPki:
                 .sign(key, hashes.SHA256()))
         return key, cert
 
-    def issue(self, name: str, subject: str, *, untrusted: bool = False, expired: bool = False) -> CertFiles:
+    def issue(self, name: str, subject: str, *, untrusted: bool = False, expired: bool = False,
+              dns_names: tuple[str, ...] | list[str] = ("localhost",)) -> CertFiles:
+        """A key and certificate for ``subject``, with ``dns_names`` and 127.0.0.1 as its SANs."""
         key = ec.generate_private_key(ec.SECP256R1())
         ca_key, ca_cert = (self.other_ca_key, self.other_ca_cert) if untrusted else (self.ca_key, self.ca_cert)
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -69,7 +71,7 @@ class TestPki:
         cert = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(ca_cert.subject)
                 .public_key(key.public_key()).serial_number(x509.random_serial_number())
                 .not_valid_before(start).not_valid_after(end)
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                .add_extension(x509.SubjectAlternativeName([*(x509.DNSName(n) for n in dns_names),
                                                             x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
                                critical=False)
                 .sign(ca_key, hashes.SHA256()))

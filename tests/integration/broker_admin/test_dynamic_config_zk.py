@@ -28,7 +28,7 @@ def test_install_applies_stored_dynamic_configs(zk_connect: str, tmp_path: Path)
         log_manager.startup()
         topic_log = log_manager.get_or_create_log("t", 0)
         services = SimpleNamespace(config=config, broker_id=1, zk=zk, log_manager=log_manager, dynamic_config=None)
-        dyn = install(services)  # type: ignore[arg-type]
+        dyn = install(services, {})  # type: ignore[arg-type]
         assert services.dynamic_config is dyn
         assert (config.num_io_threads, config.log_retention_bytes) == (5, 1000)
         assert topic_log.config.retention_bytes == 1000

@@ -1,0 +1,146 @@
+"""A listener's keystore changed at run time (IncrementalAlterConfigs, as ``kafka-configs --alter``
+does), on our broker and on Kafka 3.9 side by side: the same answers, the same certificate served
+to new connections, and a restart keeps the dynamic keystore."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from tests.harness.broker import BrokerProcess
+from tests.harness.certs import CertFiles, TestPki
+from tests.harness.kafka_broker import KafkaJavaBroker, kafka_broker_or_skip
+
+KEYSTORE = "listener.name.ssl.ssl.keystore.location"
+REFUSED = "INVALID_REQUEST: Invalid value org.apache.kafka.common.config.ConfigException: Validation of dynamic " \
+          "config update of SSLFactory failed: "
+FOR_CONFIGURATION = " for configuration Invalid dynamic configuration"
+
+
+def _served_serial(port: int) -> int:
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, context.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def _serial(cert: CertFiles) -> int:
+    return x509.load_pem_x509_certificates(cert.cert.read_bytes())[0].serial_number
+
+
+def _wait_served(port: int, expected: int, timeout: float = 20.0) -> None:
+    """New connections see ``expected`` (the change reaches the broker through ZooKeeper)."""
+    deadline = time.monotonic() + timeout
+    while (served := _served_serial(port)) != expected:
+        assert time.monotonic() < deadline, f"still serving {served}, not {expected}"
+        time.sleep(0.2)
+
+
+def _alter(broker: BrokerProcess, entries: dict[str, str]) -> str:
+    """``OK`` or ``ERROR_NAME: message`` of an IncrementalAlterConfigs SET on broker 0."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in entries.items()])
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(30)
+    except KafkaException as exc:
+        return f"{exc.args[0].name()}: {exc.args[0].str()}"
+    return "OK"
+
+
+def _round_trip_over_ssl(broker: BrokerProcess, pki: TestPki, topic: str) -> None:
+    """A librdkafka producer and consumer on the SSL listener, verifying the broker's certificate."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    config = {"bootstrap.servers": broker.bootstrap_for("SSL"), "security.protocol": "SSL",
+              "ssl.ca.location": str(pki.ca_file)}
+    producer = Producer(config)
+    for i in range(5):
+        producer.produce(topic, b"value-%d" % i)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values = []
+        deadline = time.monotonic() + 30
+        while len(values) < 5 and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        assert values[-5:] == [b"value-%d" % i for i in range(5)]
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("kind", ["ours", "kafka"])
+def test_a_listener_keystore_is_replaced_at_run_time_as_kafka_does(kind: str, shared_zookeeper,
+                                                                    tmp_path: Path) -> None:
+    if kind == "kafka":
+        kafka_broker_or_skip()
+    pki = TestPki(tmp_path / "pki")
+    first, second, renewed = (pki.issue(name, "CN=localhost,OU=Brokers") for name in ("first", "second", "renewed"))
+    other_dn = pki.issue("other", "CN=other,OU=Brokers")
+    other_sans = pki.issue("sans", "CN=localhost,OU=Brokers", dns_names=["other.example"])
+    live = tmp_path / "live-keystore.pem"  # the file a dynamic update names, later rewritten in place
+    shutil.copy(second.pem_bundle, live)
+    cls: Callable[..., BrokerProcess] = BrokerProcess if kind == "ours" else KafkaJavaBroker
+    broker = cls(shared_zookeeper.connect_string_with_chroot(f"dynssl-{uuid.uuid4().hex[:8]}"), 0, tmp_path / kind,
+                 {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(first.pem_bundle),
+                  "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_file)},
+                 extra_listeners=("SSL",))
+    broker.start()
+    try:
+        port = broker.listener_ports["SSL"]
+        assert _served_serial(port) == _serial(first)
+        broker.create_topic("tls")
+
+        assert _alter(broker, {KEYSTORE: str(live)}) == "OK"
+        _wait_served(port, _serial(second))
+        _round_trip_over_ssl(broker, pki, "tls")
+
+        dn_refused = REFUSED + (
+            "org.apache.kafka.common.config.ConfigException: Keystore DistinguishedName does not match:  "
+            "existing={alias=kafka, DN=CN=localhost, OU=Brokers}, new={alias=kafka, DN=CN=other, OU=Brokers}"
+            + FOR_CONFIGURATION)
+        assert _alter(broker, {KEYSTORE: str(other_dn.pem_bundle)}) == dn_refused
+        # ssl.allow.dn.changes counts as the listener's SslFactory was built with it, not from this update
+        assert _alter(broker, {KEYSTORE: str(other_dn.pem_bundle),
+                               "listener.name.ssl.ssl.allow.dn.changes": "true"}) == dn_refused
+        answer = _alter(broker, {KEYSTORE: str(other_sans.pem_bundle)})
+        assert answer.startswith(REFUSED + (  # the new SANs in Java's HashSet order
+            "org.apache.kafka.common.config.ConfigException: Keystore SubjectAltNames do not match:  "
+            "existing={alias=kafka, SAN=[[2, localhost], [7, 127.0.0.1]]}, new={alias=kafka, SAN=[")), answer
+        assert answer.endswith(FOR_CONFIGURATION) and "[2, other.example]" in answer, answer
+        assert _alter(broker, {"ssl.keystore.location": str(second.pem_bundle)}) == (
+            "INVALID_REQUEST: These security configs can be dynamically updated only per-listener using the "
+            "listener prefix: HashSet(ssl.keystore.location)")
+        missing = tmp_path / "missing.pem"
+        assert _alter(broker, {KEYSTORE: str(missing)}) == REFUSED + (
+            f"org.apache.kafka.common.errors.InvalidConfigurationException: Failed to load PEM SSL keystore {missing}"
+            + FOR_CONFIGURATION)
+        assert _served_serial(port) == _serial(second)  # every refused update left the listener as it was
+
+        # the same file name again, its contents renewed: reloaded (Kafka checks the file's modification time)
+        shutil.copy(renewed.pem_bundle, live)
+        assert _alter(broker, {KEYSTORE: str(live)}) == "OK"
+        _wait_served(port, _serial(renewed))
+        _round_trip_over_ssl(broker, pki, "tls")
+
+        broker.stop()
+        broker.start()  # the dynamic keystore, not server.properties' one, after a restart
+        assert _served_serial(port) == _serial(renewed)
+    finally:
+        broker.stop()
