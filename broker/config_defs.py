@@ -296,6 +296,13 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("ssl.engine.factory.class", C, None, None),
     ("ssl.allow.dn.changes", B, False, None),  # a dynamic keystore update may change the certificate's DN
     ("ssl.allow.san.changes", B, False, None),  # ... or drop some of its SubjectAltNames
+    # --- dynamic password configs, encrypted in ZooKeeper (broker.security.password_encoder)
+    ("password.encoder.secret", P, None, None),
+    ("password.encoder.old.secret", P, None, None),
+    ("password.encoder.keyfactory.algorithm", S, None, None),
+    ("password.encoder.cipher.algorithm", S, "AES/CBC/PKCS5Padding", None),
+    ("password.encoder.key.length", I, 128, at_least(8)),
+    ("password.encoder.iterations", I, 4096, at_least(1024)),
     # --- SASL (also per listener and mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config)
     ("sasl.enabled.mechanisms", LI, ["GSSAPI"], None),
     ("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", None),

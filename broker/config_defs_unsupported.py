@@ -1,6 +1,6 @@
 """Kafka 3.9 broker configs of features this broker does not have: KRaft, Kerberos/OAuth and the
 ZooKeeper client's TLS, delegation tokens, tiered storage, share groups, metrics reporters,
-password encoding, policies.
+policies.
 
 They are known keys as in Kafka (server.properties may set them; KafkaConfig warns that they have
 no effect) and DescribeConfigs reports them with Kafka's types and defaults, so a describe of a
@@ -80,12 +80,6 @@ UNSUPPORTED_CONFIGS: tuple[tuple[str, str, Any], ...] = (
     ("metrics.sample.window.ms", "LONG", 30000),
     ("num.replica.alter.log.dirs.threads", "INT", None),
     ("offsets.commit.required.acks", "SHORT", -1),
-    ("password.encoder.cipher.algorithm", "STRING", "AES/CBC/PKCS5Padding"),
-    ("password.encoder.iterations", "INT", 4096),
-    ("password.encoder.key.length", "INT", 128),
-    ("password.encoder.keyfactory.algorithm", "STRING", None),
-    ("password.encoder.old.secret", "PASSWORD", None),
-    ("password.encoder.secret", "PASSWORD", None),
     ("remote.fetch.max.wait.ms", "INT", 500),
     ("remote.log.index.file.cache.total.size.bytes", "LONG", 1073741824),
     ("remote.log.manager.copier.thread.pool.size", "INT", -1),

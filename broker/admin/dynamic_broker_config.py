@@ -20,6 +20,7 @@ from coordination.zk_admin_data import DEFAULT_ENTITY
 from storage.cleaner.cleaner_config import RECONFIGURABLE_CONFIGS as CLEANER_CONFIGS
 from storage.cleaner.cleaner_config import CleanerConfig
 from storage.errors import InvalidConfigError
+from broker.security.password_encoder import PasswordEncoderError, password_encoders
 from broker.security.ssl_factory import RECONFIGURABLE_FIELDS, SslFactory, SslReconfigurationError, SslSettings
 from storage.log_config import broker_defaults
 
@@ -109,6 +110,12 @@ def _known(key: str) -> bool:
     return key in CONFIG_KEYS or listener_config_base(key) is not None
 
 
+def is_password_config(name: str) -> bool:
+    """A password (with or without a listener prefix): ZooKeeper keeps it encrypted."""
+    key = CONFIG_KEYS.get(listener_config_base(name) or name)
+    return key is not None and key.type == ConfigType.PASSWORD
+
+
 def synonym_group(name: str) -> tuple[str, ...]:
     """Kafka's brokerConfigSynonyms: e.g. log.retention.{ms,minutes,hours} for any of them."""
     for keys in TOPIC_CONFIG_SYNONYMS.values():
@@ -123,8 +130,9 @@ class DynamicBrokerConfig:
         self.broker_id = config.broker_id
         source = config.originals if static_props is None else static_props
         self.static: dict[str, str] = {k: _raw(v) for k, v in source.items() if v is not None}
-        self.per_broker: dict[str, str] = {}
+        self.per_broker: dict[str, str] = {}  # passwords decoded (ZooKeeper has them encrypted)
         self.defaults: dict[str, str] = {}
+        self.password_encoder, self.old_password_encoder = password_encoders(config)
         # Kafka's BrokerReconfigurable log cleaner: validates and takes its settings' changes.
         self.log_cleaner: LogCleaner | None = None
         # Each SSL listener's SslFactories (its server side; the inter-broker client side too).
@@ -201,6 +209,54 @@ class DynamicBrokerConfig:
             except InvalidConfigError as exc:
                 raise DynamicConfigError(str(exc)) from None
 
+    # --- passwords in ZooKeeper (Kafka's toPersistentProps / fromPersistentProps) ---------------
+    def to_persistent(self, props: Mapping[str, str], per_broker: bool) -> dict[str, str]:
+        """``props`` as ZooKeeper keeps them: passwords encrypted with ``password.encoder.secret``.
+        Raises PasswordEncoderError with Kafka's message where it refuses to store one."""
+        stored = dict(props)
+        for name, value in props.items():
+            if is_password_config(name):
+                if not per_broker:
+                    raise PasswordEncoderError("Password config can be defined only at broker level")
+                if self.password_encoder is None:
+                    raise PasswordEncoderError("Password encoder secret not configured")
+                stored[name] = self.password_encoder.encode(value)
+        return stored
+
+    def from_persistent(self, stored: Mapping[str, str]) -> dict[str, str]:
+        """A ZooKeeper entity config with its passwords decoded; one that cannot be is left out, as Kafka does."""
+        props = {}
+        for name, value in stored.items():
+            if is_password_config(name):
+                try:
+                    if self.password_encoder is None:
+                        raise PasswordEncoderError("Password encoder secret not configured")
+                    value = self.password_encoder.decode(value)
+                except PasswordEncoderError as exc:
+                    log.error("Dynamic password config %s could not be decoded, ignoring: %s", name, exc)
+                    continue
+            props[name] = value
+        return props
+
+    def reencoded_passwords(self, stored: Mapping[str, str]) -> dict[str, str] | None:
+        """Kafka's maybeReEncodePasswords: the entity config with the passwords that
+        ``password.encoder.old.secret`` encoded encoded again with the current secret; None if none."""
+        if self.password_encoder is None or self.old_password_encoder is None:
+            return None
+        updated, changed = dict(stored), False
+        for name, value in stored.items():
+            if not is_password_config(name):
+                continue
+            try:
+                self.password_encoder.decode(value)
+            except PasswordEncoderError:
+                try:
+                    updated[name] = self.password_encoder.encode(self.old_password_encoder.decode(value))
+                    changed = True
+                except PasswordEncoderError:
+                    log.error("Dynamic password config %s could be decoded with neither secret", name)
+        return updated if changed else None
+
     # --- SSL listeners (Kafka's reconfigurable SslFactory) -------------------------------------
     def _ssl_updates(self, config: KafkaConfig, listeners: Iterable[str] | None = None
                      ) -> list[tuple[SslFactory, SslSettings]]:
@@ -238,6 +294,7 @@ class DynamicBrokerConfig:
         """Take the new config of `/config/brokers/<entity_name>` (ours or <default>) and update
         the live KafkaConfig; returns the keys whose typed value changed. An invalid update is
         logged and ignored, as Kafka does."""
+        props = self.from_persistent(props)
         if entity_name == DEFAULT_ENTITY:
             previous, self.defaults = self.defaults, dict(props)
         elif entity_name == str(self.broker_id):
@@ -285,7 +342,8 @@ async def current_dynamic_config(services: BrokerServices) -> DynamicBrokerConfi
         return (services.zk.get_entity_config("brokers", str(services.broker_id)),
                 services.zk.get_entity_config("brokers", DEFAULT_ENTITY))
 
-    dyn.per_broker, dyn.defaults = await services.pool.run_blocking(load)
+    per_broker, defaults = await services.pool.run_blocking(load)
+    dyn.per_broker, dyn.defaults = dyn.from_persistent(per_broker), dyn.from_persistent(defaults)
     dyn.log_cleaner = services.log_manager.cleaner
     return dyn
 
@@ -297,6 +355,11 @@ def install(services: BrokerServices, ssl_factories: Mapping[str, list[SslFactor
     dyn = DynamicBrokerConfig(services.config)
     dyn.log_cleaner = services.log_manager.cleaner
     dyn.ssl_factories = dict(ssl_factories)
+    ours = str(services.broker_id)
+    reencoded = dyn.reencoded_passwords(services.zk.get_entity_config("brokers", ours))
+    if reencoded is not None:  # the secret changed: ZooKeeper gets the passwords under the new one
+        log.info("Encoding the dynamic password configs of broker %s with the new password.encoder.secret", ours)
+        services.admin_zk.change_configs("brokers", ours, reencoded)
     services.dynamic_config = dyn
     for entity in (DEFAULT_ENTITY, str(services.broker_id)):
         on_broker_config_change(services, entity, services.zk.get_entity_config("brokers", entity))

@@ -23,6 +23,7 @@ from broker.admin.config_ops import (
 )
 from broker.admin.dynamic_broker_config import DynamicConfigError, current_dynamic_config, loggable
 from broker.errors import api_error
+from broker.security.password_encoder import PasswordEncoderError
 from broker.admin.topic_configs import TOPIC_CONFIG_DEFS, TopicConfigError, to_config_string, validate_topic_config
 from broker.config_defs import CONFIG_KEYS, ConfigType
 from broker.handlers import handles
@@ -201,8 +202,13 @@ async def _alter_broker(
         raise KafkaApiError(Errors.INVALID_REQUEST, str(exc)) from None
     if not validate_only:
         entity = DEFAULT_ENTITY if broker_id is None else str(broker_id)
+        try:
+            stored = dyn.to_persistent(props, per_broker=broker_id is not None)
+        except PasswordEncoderError as exc:  # Kafka: InvalidConfigurationException naming the resource
+            raise KafkaApiError(Errors.INVALID_CONFIG, f"Invalid config value for resource ConfigResource("
+                                f"type=BROKER, name='{resource.resource_name}'): {exc}") from None
         log.info("Updating broker config %s with new configuration : %s", entity, loggable(props))
-        await services.pool.run_blocking(services.admin_zk.change_configs, "brokers", entity, props)
+        await services.pool.run_blocking(services.admin_zk.change_configs, "brokers", entity, stored)
         if broker_id is not None:  # a keystore named again whose file changed is reloaded now
             try:
                 await services.pool.run_blocking(dyn.reload_updated_files, props)
@@ -286,7 +292,8 @@ async def _incremental_alter(services: BrokerServices, resource: Any, validate_o
     elif kind == ResourceType.BROKER:
         broker_id = _alter_broker_id(services, resource.resource_name)
         entity = DEFAULT_ENTITY if broker_id is None else str(broker_id)
-        current = await services.pool.run_blocking(services.zk.get_entity_config, "brokers", entity)
+        stored = await services.pool.run_blocking(services.zk.get_entity_config, "brokers", entity)
+        current = (await current_dynamic_config(services)).from_persistent(stored)
         props = apply_ops(current, ops, _broker_is_list, _broker_list_default)
         await _alter_broker(services, resource, broker_id, props, validate_only)
     elif kind == ResourceType.BROKER_LOGGER:

@@ -4,6 +4,7 @@ to new connections, and a restart keeps the dynamic keystore."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import ssl
@@ -16,7 +17,7 @@ import pytest
 from cryptography import x509
 
 from tests.harness.broker import BrokerProcess
-from tests.harness.certs import CertFiles, TestPki
+from tests.harness.certs import PASSWORD, CertFiles, TestPki
 from tests.harness.kafka_broker import KafkaJavaBroker, kafka_broker_or_skip
 
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
@@ -144,3 +145,73 @@ def test_a_listener_keystore_is_replaced_at_run_time_as_kafka_does(kind: str, sh
         assert _served_serial(port) == _serial(renewed)
     finally:
         broker.stop()
+
+
+def _pkcs12_with_password(cert: CertFiles, password: str, path: Path) -> Path:
+    """``cert``'s PKCS12 keystore again under another password."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    store = pkcs12.load_pkcs12(cert.pkcs12.read_bytes(), PASSWORD.encode())
+    assert store.key is not None and store.cert is not None
+    path.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"broker", store.key, store.cert.certificate, [c.certificate for c in store.additional_certs],  # type: ignore[arg-type]
+        serialization.BestAvailableEncryption(password.encode())))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["ours", "kafka"])
+def test_a_dynamic_password_needs_the_encoder_secret(kind: str, shared_zookeeper, tmp_path: Path) -> None:
+    if kind == "kafka":
+        kafka_broker_or_skip()
+    cls: Callable[..., BrokerProcess] = BrokerProcess if kind == "ours" else KafkaJavaBroker
+    broker = cls(shared_zookeeper.connect_string_with_chroot(f"nosecret-{uuid.uuid4().hex[:8]}"), 0, tmp_path)
+    broker.start()
+    try:
+        assert _alter(broker, {"listener.name.plaintext.plain.sasl.jaas.config": "x"}) == (
+            "INVALID_CONFIG: Invalid config value for resource ConfigResource(type=BROKER, name='0'): Password "
+            "encoder secret not configured")
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize("writer", ["ours", "kafka"])
+def test_a_dynamic_keystore_password_is_stored_encrypted_and_the_other_broker_reads_it(
+        writer: str, shared_zookeeper, tmp_path: Path) -> None:
+    """Rotating to a PKCS12 keystore under a new password; then the other kind of broker takes broker
+    0's place on the same ZooKeeper data and serves that keystore, which it can only open with the
+    password decrypted from what the first one stored."""
+    from kazoo.client import KazooClient
+
+    kafka_broker_or_skip()
+    pki = TestPki(tmp_path / "pki")
+    first, second = pki.issue("first", "CN=localhost,OU=Brokers"), pki.issue("second", "CN=localhost,OU=Brokers")
+    rotated = _pkcs12_with_password(second, "rotated-secret", tmp_path / "rotated.p12")
+    zk_connect = shared_zookeeper.connect_string_with_chroot(f"pwenc-{uuid.uuid4().hex[:8]}")
+    settings = {"password.encoder.secret": "top-secret", "ssl.keystore.type": "PKCS12",
+                "ssl.keystore.location": str(first.pkcs12), "ssl.keystore.password": PASSWORD,
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_file)}
+    kinds: dict[str, Callable[..., BrokerProcess]] = {"ours": BrokerProcess, "kafka": KafkaJavaBroker}
+    broker = kinds[writer](zk_connect, 0, tmp_path / writer, settings, extra_listeners=("SSL",))
+    broker.start()
+    try:
+        assert _alter(broker, {KEYSTORE: str(rotated), "listener.name.ssl.ssl.keystore.password": "rotated-secret"}) \
+            == "OK"
+        _wait_served(broker.listener_ports["SSL"], _serial(second))
+    finally:
+        broker.stop()
+    zk = KazooClient(zk_connect)
+    zk.start()
+    try:
+        stored = json.loads(zk.get("/config/brokers/0")[0])["config"]["listener.name.ssl.ssl.keystore.password"]
+    finally:
+        zk.stop()
+    fields = dict(entry.rsplit(":", 1) for entry in stored.split(","))
+    assert "rotated-secret" not in stored and fields["cipherAlgorithm"] == "AES/CBC/PKCS5Padding"
+    reader = kinds["kafka" if writer == "ours" else "ours"](zk_connect, 0, tmp_path / "reader", settings,
+                                                           extra_listeners=("SSL",))
+    reader.start()
+    try:
+        assert _served_serial(reader.listener_ports["SSL"]) == _serial(second)
+    finally:
+        reader.stop()
