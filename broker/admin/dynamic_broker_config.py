@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from broker.config import KafkaConfig, listener_config_base
 from broker.config_defs_unsupported import UNSUPPORTED_DYNAMIC_CONFIGS
 from broker.config_defs import CONFIG_KEYS, LONG_MAX, TOPIC_CONFIG_SYNONYMS, ConfigError, ConfigKey, ConfigType, at_least
+from broker.security.password_encoder import PasswordEncoderError, password_encoders
+from broker.security.ssl_factory import RECONFIGURABLE_FIELDS, SslFactory, SslReconfigurationError, SslSettings
 from coordination.zk_admin_data import DEFAULT_ENTITY
 from storage.cleaner.cleaner_config import RECONFIGURABLE_CONFIGS as CLEANER_CONFIGS
 from storage.cleaner.cleaner_config import CleanerConfig
 from storage.errors import InvalidConfigError
-from broker.security.password_encoder import PasswordEncoderError, password_encoders
-from broker.security.ssl_factory import RECONFIGURABLE_FIELDS, SslFactory, SslReconfigurationError, SslSettings
 from storage.log_config import broker_defaults
 
 if TYPE_CHECKING:
@@ -110,9 +110,14 @@ def _known(key: str) -> bool:
     return key in CONFIG_KEYS or listener_config_base(key) is not None
 
 
+def _definition(name: str) -> ConfigKey | None:
+    """The definition of a broker key, listener-prefixed or not, or of a broker quota key."""
+    return CONFIG_KEYS.get(listener_config_base(name) or name) or QUOTA_CONFIG_KEYS.get(name)
+
+
 def is_password_config(name: str) -> bool:
     """A password (with or without a listener prefix): ZooKeeper keeps it encrypted."""
-    key = CONFIG_KEYS.get(listener_config_base(name) or name)
+    key = _definition(name)
     return key is not None and key.type == ConfigType.PASSWORD
 
 
@@ -311,10 +316,8 @@ class DynamicBrokerConfig:
 
 def loggable(props: Mapping[str, str]) -> dict[str, str]:
     """``props`` with the values of passwords (and of keys whose type is unknown) hidden, as Kafka logs them."""
-    def sensitive(name: str) -> bool:
-        key = CONFIG_KEYS.get(listener_config_base(name) or name) or QUOTA_CONFIG_KEYS.get(name)
-        return key is None or key.type == ConfigType.PASSWORD
-    return {name: "[hidden]" if sensitive(name) else value for name, value in props.items()}
+    return {name: "[hidden]" if _definition(name) is None or is_password_config(name) else value
+            for name, value in props.items()}
 
 
 def _invalid_dynamic(exc: Exception) -> str:
