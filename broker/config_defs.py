@@ -321,6 +321,16 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("sasl.oauthbearer.expected.issuer", S, None, None),
     ("sasl.oauthbearer.scope.claim.name", S, "scope", None),
     ("sasl.oauthbearer.sub.claim.name", S, "sub", None),
+    # ... and this broker's own login with one (OAuthBearerLoginCallbackHandler; broker.security.oauthbearer_login)
+    ("sasl.oauthbearer.token.endpoint.url", S, None, None),
+    ("sasl.login.connect.timeout.ms", I, None, None),
+    ("sasl.login.read.timeout.ms", I, None, None),
+    ("sasl.login.retry.backoff.ms", L, 100, None),
+    ("sasl.login.retry.backoff.max.ms", L, 10000, None),
+    ("sasl.login.refresh.window.factor", D, 0.8, between(0.5, 1.0)),
+    ("sasl.login.refresh.window.jitter", D, 0.05, between(0.0, 0.25)),
+    ("sasl.login.refresh.min.period.seconds", SH, 60, between(0, 900)),
+    ("sasl.login.refresh.buffer.seconds", SH, 300, between(0, 3600)),
     # --- client quotas (ClientQuotaManagerConfig, ControllerMutationQuotaManager; quota.window.* above)
     ("controller.quota.window.num", I, 11, at_least(1)),
     ("controller.quota.window.size.seconds", I, 1, at_least(1)),

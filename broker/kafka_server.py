@@ -109,8 +109,9 @@ class KafkaServer:
         config = self.config
         loop = asyncio.get_running_loop()
         log.info("starting")
-        # How this broker reaches the others; a bad keystore or JAAS config stops start-up here.
-        self.client_security = ClientSecurity.inter_broker(config)
+        # How this broker reaches the others; a bad keystore or JAAS config stops start-up here (an
+        # OAUTHBEARER login at an identity provider waits for its token: off the loop).
+        self.client_security = await loop.run_in_executor(None, ClientSecurity.inter_broker, config)
         stored, unreadable = _read_meta_properties(config.log_dirs)
         log.info("Connecting to zookeeper on %s", config.zookeeper_connect)
         zk = await loop.run_in_executor(None, lambda: KafkaZkClient.connect(

@@ -2,7 +2,8 @@
 inter-broker listener): TCP, then TLS for SSL/SASL_SSL (``ssl.*`` of the inter-broker listener,
 hostname checked per ``ssl.endpoint.identification.algorithm``), then SASL with
 ``sasl.mechanism.inter.broker.protocol`` and the username/password of that listener's JAAS config
-(for OAUTHBEARER, an unsecured token made from its ``unsecuredLogin*`` options).
+(for OAUTHBEARER, an unsecured token made from its ``unsecuredLogin*`` options, or with Kafka's
+OAuthBearerLoginCallbackHandler a token from the identity provider, see ``oauthbearer_login``).
 
 The SASL exchange is written once as a generator of (api key, version, request) that receives
 each response; ``connect_blocking`` (controller channel, controlled shutdown) and
@@ -14,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Generator
+import functools
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +24,7 @@ from broker.config import KafkaConfig
 from broker.config_defs import ConfigError
 from broker.security.jaas import JaasConfigError, parse_jaas_config
 from broker.security.oauthbearer import OAUTHBEARER, SEPARATOR, client_first_message, unsecured_token
+from broker.security.oauthbearer_login import OIDC_LOGIN_CLASSES, LoginError, OidcLogin, OidcLoginSettings
 from broker.security.sasl_mechanism import PLAIN, SaslError
 from broker.security.scram import SCRAM_MECHANISMS, ScramClient
 from broker.security.ssl_factory import SslFactory, SslSettings
@@ -47,7 +50,7 @@ def _check(response: Message, what: str) -> Message:
 
 
 def sasl_exchange(mechanism: str, username: str, password: str,
-                  login_options: tuple[tuple[str, str], ...] = ()) -> SaslExchange:
+                  oauth_token: Callable[[], str] | None = None) -> SaslExchange:
     """The requests of one SASL login (SaslHandshake v1, then SaslAuthenticate) as a generator."""
     _check((yield ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION, SaslHandshakeRequest(mechanism=mechanism)),
            "SaslHandshake")
@@ -58,8 +61,9 @@ def sasl_exchange(mechanism: str, username: str, password: str,
     if mechanism == PLAIN:
         _check((yield from authenticate(f"\0{username}\0{password}".encode())), "SASL/PLAIN authentication")
         return
-    if mechanism == OAUTHBEARER:  # a fresh token each login, as Kafka's unsecured login handler makes
-        token = unsecured_token(dict(login_options))
+    if mechanism == OAUTHBEARER:
+        assert oauth_token is not None
+        token = oauth_token()
         answer = _check((yield from authenticate(client_first_message(token))), "SASL/OAUTHBEARER authentication")
         if answer.auth_bytes:  # RFC 7628's error challenge: acknowledge it, the server then fails us
             _check((yield from authenticate(SEPARATOR.encode())), "SASL/OAUTHBEARER authentication")
@@ -81,7 +85,8 @@ class ClientSecurity:
     sasl_mechanism: str | None = None
     username: str = ""
     password: str = ""
-    login_options: tuple[tuple[str, str], ...] = ()  # OAUTHBEARER's unsecuredLogin* JAAS options
+    # OAUTHBEARER's token for a login: a fresh unsecured one, or the identity provider's current one
+    oauth_token: Callable[[], str] | None = None
 
     @classmethod
     def inter_broker(cls, config: KafkaConfig) -> ClientSecurity:
@@ -101,15 +106,24 @@ class ClientSecurity:
             raise ConfigError(key, str(exc)) from None
         if mechanism == OAUTHBEARER:
             login_handler = config.listener_value(listener, "sasl.login.callback.handler.class", mechanism)
-            if login_handler:  # KIP-768's OIDC login (a token endpoint) is not here: say so at start-up
+            if login_handler in OIDC_LOGIN_CLASSES:  # KIP-768: the identity provider's token, kept fresh
+                login = OidcLogin(OidcLoginSettings.for_listener(config, listener, mechanism, options))
+                try:
+                    login.start()
+                except LoginError as exc:
+                    raise ConfigError(key, f"the OAUTHBEARER login failed: {exc}") from None
+                return cls(protocol, context, mechanism, oauth_token=login.token)
+            if login_handler:
                 raise ConfigError(f"listener.name.{listener.lower()}.oauthbearer.sasl.login.callback.handler.class",
                                   f"{login_handler} is not supported: brokers log in to each other over "
-                                  f"OAUTHBEARER with unsecured tokens only (unsecuredLoginStringClaim_sub)")
+                                  f"OAUTHBEARER with unsecured tokens (unsecuredLoginStringClaim_sub) or with "
+                                  f"{OIDC_LOGIN_CLASSES[0]}")
             try:
                 unsecured_token(options)
             except ValueError as exc:
                 raise ConfigError(key, str(exc)) from None
-            return cls(protocol, context, mechanism, login_options=tuple(options.items()))
+            # a fresh token each login, as Kafka's unsecured login handler makes
+            return cls(protocol, context, mechanism, oauth_token=functools.partial(unsecured_token, options))
         if "username" not in options or "password" not in options:
             raise ConfigError(key, "the inter-broker JAAS config needs username and password")
         return cls(protocol, context, mechanism, options["username"], options["password"])
@@ -137,7 +151,7 @@ class ClientSecurity:
 
     def _frames(self, client_id: str) -> Generator[tuple[bytes, int, int], Message, None]:
         """The login's request frames (with api key and version); receives each decoded response."""
-        exchange = sasl_exchange(self.sasl_mechanism or "", self.username, self.password, self.login_options)
+        exchange = sasl_exchange(self.sasl_mechanism or "", self.username, self.password, self.oauth_token)
         response: Message | None = None
         correlation_id = 0
         while True:

@@ -3,6 +3,7 @@ and kafka-python's tokens and the Java console producer's own login, a required 
 missing, and (ours) brokers replicating over OAUTHBEARER."""
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 
 from broker.security.oauthbearer import OAUTHBEARER_LOGIN_MODULE, unsecured_token
 from tests.harness.broker import BrokerProcess
+from tests.harness.identity_provider import IdentityProvider
 from tests.harness.kafka_broker import KafkaJavaBroker, kafka_broker_or_skip
 from tests.harness.kafka_cli import kafka_cli
 
@@ -191,36 +193,14 @@ def test_the_tokens_expiry_is_the_session_lifetime(oauth_broker: BrokerProcess) 
 JWKS_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 
 
-class SignedTokens:
-    """An identity provider in miniature: an RSA key pair, its JWKS file, and tokens it signs."""
-
-    def __init__(self, directory: Path) -> None:
-        import json
-
-        import jwt
-        from cryptography.hazmat.primitives.asymmetric import rsa
-
-        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
-        self.jwks = directory / "jwks.json"
-        self.jwks.write_text(json.dumps({"keys": [{**public, "kid": "idp-1", "use": "sig", "alg": "RS256"}]}))
-
-    def token(self, subject: str, audience: str = "kafka-brokers", lifetime_s: int = 300) -> str:
-        import jwt
-
-        now = int(time.time())
-        return jwt.encode({"sub": subject, "aud": audience, "iss": "test-idp", "iat": now, "exp": now + lifetime_s,
-                           "scope": "kafka"}, self.key, algorithm="RS256", headers={"kid": "idp-1"})
-
-
 @pytest.fixture(scope="module", params=["ours", "kafka"])
 def oidc_broker(request: pytest.FixtureRequest, shared_zookeeper,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, SignedTokens]]:
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, IdentityProvider]]:
     kind = request.param
     if kind == "kafka":
         kafka_broker_or_skip()
     directory = tmp_path_factory.mktemp(f"oidc-{kind}")
-    provider = SignedTokens(directory)
+    provider = IdentityProvider(directory)
     prefix = "listener.name.sasl_plaintext.oauthbearer."
     settings = {"sasl.enabled.mechanisms": "OAUTHBEARER",
                 # Kafka logs the broker itself in on every SASL listener: its own unsecured token.
@@ -240,7 +220,7 @@ def oidc_broker(request: pytest.FixtureRequest, shared_zookeeper,
         broker.stop()
 
 
-def test_signed_tokens_from_kafka_python(oidc_broker: tuple[BrokerProcess, SignedTokens]) -> None:
+def test_signed_tokens_from_kafka_python(oidc_broker: tuple[BrokerProcess, IdentityProvider]) -> None:
     from kafka import KafkaProducer
     from kafka.errors import KafkaError as KafkaPythonError
     from kafka.net.sasl.oauth import AbstractTokenProvider
@@ -269,7 +249,7 @@ def test_signed_tokens_from_kafka_python(oidc_broker: tuple[BrokerProcess, Signe
 
 
 def test_signed_token_from_the_java_console_producers_file_endpoint(
-        oidc_broker: tuple[BrokerProcess, SignedTokens], tmp_path: Path) -> None:
+        oidc_broker: tuple[BrokerProcess, IdentityProvider], tmp_path: Path) -> None:
     """Kafka's own OIDC login (OAuthBearerLoginCallbackHandler) reading its token from a file."""
     broker, provider = oidc_broker
     cli = kafka_cli(tmp_path / "cli")
@@ -289,3 +269,74 @@ def test_signed_token_from_the_java_console_producers_file_endpoint(
                                               "--partition", "0", "--offset", "earliest", "--timeout-ms", "10000",
                                               "--consumer.config", str(consumer_props)], timeout=60, check=False)
     assert "from java" in done.stdout.splitlines(), done.stderr[-2000:]
+
+
+OIDC_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+
+
+def test_ours_and_kafka_log_in_to_each_other_at_an_identity_provider(shared_zookeeper, tmp_path: Path) -> None:
+    """KIP-768 end to end: our broker 0 and Kafka 3.9's broker 1 in one cluster, each logging in
+    to the other over OAUTHBEARER with a token from the identity provider's client credentials
+    grant and checking the other's token against its JWKS; librdkafka's own OIDC login
+    (``sasl.oauthbearer.method=oidc``) produces with acks=all to partitions led by either, so
+    every write crosses the inter-broker logins both ways."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    kafka_broker_or_skip()
+    provider = IdentityProvider(tmp_path)
+    provider.add_client("broker", "broker-secret", "broker")
+    provider.add_client("app", "app-secret", "app")
+    prefix = "listener.name.sasl_plaintext.oauthbearer."
+    settings = {
+        "sasl.enabled.mechanisms": "OAUTHBEARER", "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+        "inter.broker.listener.name": LISTENER,
+        prefix + "sasl.jaas.config": f'{OAUTHBEARER_LOGIN_MODULE} required clientId="broker" '
+                                     'clientSecret="broker-secret" scope="kafka";',
+        prefix + "sasl.login.callback.handler.class": OIDC_LOGIN,
+        prefix + "sasl.oauthbearer.token.endpoint.url": provider.token_endpoint,
+        prefix + "sasl.server.callback.handler.class": JWKS_VALIDATOR,
+        prefix + "sasl.oauthbearer.jwks.endpoint.url": f"file:{provider.jwks}",
+        "sasl.oauthbearer.expected.audience": "kafka-brokers", "sasl.oauthbearer.expected.issuer": "test-idp",
+        "offsets.topic.replication.factor": "2", "min.insync.replicas": "2",
+    }
+    zk_connect = shared_zookeeper.connect_string_with_chroot(f"oidc-mixed-{uuid.uuid4().hex[:8]}")
+    brokers = [BrokerProcess(zk_connect, 0, tmp_path, settings, extra_listeners=(LISTENER,)),
+               KafkaJavaBroker(zk_connect, 1, tmp_path, settings, extra_listeners=(LISTENER,))]
+    try:
+        for broker in brokers:
+            broker.start()
+        brokers[0].create_topic("through-idp", partitions=2, replication_factor=2)
+        client = {"bootstrap.servers": ",".join(b.bootstrap_for(LISTENER) for b in brokers),
+                  "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                  "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": "app",
+                  "sasl.oauthbearer.client.secret": "app-secret", "sasl.oauthbearer.scope": "kafka",
+                  "sasl.oauthbearer.token.endpoint.url": provider.token_endpoint}
+        producer = Producer({**client, "acks": "all"})
+        for i in range(200):
+            producer.produce("through-idp", value=f"m{i}".encode(), partition=i % 2)
+        assert producer.flush(60) == 0
+        leaders = {p.leader_id for p in brokers[0].metadata(["through-idp"]).topics[0].partitions}
+        assert leaders == {0, 1}  # one partition led by each kind: replica fetches both ways
+        consumer = Consumer({**client, "group.id": "idp-readers", "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("through-idp", p, 0) for p in range(2)])
+            values: set[bytes] = set()
+            deadline = time.monotonic() + 60
+            while len(values) < 200 and time.monotonic() < deadline:
+                message = consumer.poll(1)
+                if message is not None and message.error() is None:
+                    values.add(message.value())
+            assert values == {f"m{i}".encode() for i in range(200)}
+        finally:
+            consumer.close()
+        clients = {base64.b64decode(r["authorization"].removeprefix("Basic ")).decode().split(":")[0]
+                   for r in provider.requests}
+        assert clients == {"broker", "app"}
+    finally:
+        for broker in reversed(brokers):
+            broker.stop()
+        provider.close()
+        for broker in brokers:
+            log = broker.log_path.read_text() if broker.log_path.exists() else ""
+            assert "Failed authentication" not in log and "authentication failed" not in log.lower(), \
+                broker.log_tail(50)

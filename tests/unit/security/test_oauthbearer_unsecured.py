@@ -126,7 +126,10 @@ def test_a_listener_refuses_to_start_without_jaas_or_with_another_validator() ->
                           CredentialCache())
 
 
-def test_brokers_log_in_to_each_other_with_unsecured_tokens_only() -> None:
+def test_brokers_log_in_to_each_other_with_unsecured_tokens_or_an_identity_providers() -> None:
+    import base64
+    import json
+
     from broker.config import KafkaConfig
     from broker.config_defs import ConfigError
     from broker.security.client_security import ClientSecurity
@@ -137,8 +140,11 @@ def test_brokers_log_in_to_each_other_with_unsecured_tokens_only() -> None:
              "sasl.jaas.config": 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
                                  'unsecuredLoginStringClaim_sub="admin";'}
     security = ClientSecurity.inter_broker(KafkaConfig(props))
-    assert security.sasl_mechanism == "OAUTHBEARER"
-    assert ("unsecuredLoginStringClaim_sub", "admin") in security.login_options
+    assert security.sasl_mechanism == "OAUTHBEARER" and security.oauth_token is not None
+    payload = security.oauth_token().split(".")[1]
+    assert json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sub"] == "admin"
     oidc_login = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
-    with pytest.raises(ConfigError, match="is not supported"):
+    with pytest.raises(ConfigError, match="needs the token endpoint"):
         ClientSecurity.inter_broker(KafkaConfig({**props, "sasl.login.callback.handler.class": oidc_login}))
+    with pytest.raises(ConfigError, match="is not supported"):
+        ClientSecurity.inter_broker(KafkaConfig({**props, "sasl.login.callback.handler.class": "com.example.Login"}))
