@@ -137,7 +137,9 @@ def listener_security(config: KafkaConfig, endpoint: EndPoint, credentials: Cred
     """Build (and check) one listener's TLS context and SASL mechanisms; ConfigError names a bad key."""
     protocol = endpoint.security_protocol
     listener = endpoint.listener_name
-    factory = SslFactory.for_server(SslSettings.for_listener(config, listener)) if protocol.endswith("SSL") else None
+    factory = SslFactory.for_server(SslSettings.for_listener(config, listener),
+                                    validate_handshakes=listener == config.inter_broker_listener_name) \
+        if protocol.endswith("SSL") else None
     try:
         mapper = SslPrincipalMapper(config.listener_value(listener, "ssl.principal.mapping.rules"))
     except ValueError as exc:

@@ -329,15 +329,19 @@ def _reconfigurable(settings: SslSettings) -> tuple[object, ...]:
 class SslFactory:
     """One side's SSLContext of a listener; ``context`` is what new connections use."""
 
-    def __init__(self, context: ssl.SSLContext, settings: SslSettings | None = None, server: bool = True) -> None:
+    def __init__(self, context: ssl.SSLContext, settings: SslSettings | None = None, server: bool = True,
+                 validate_handshakes: bool = False) -> None:
         self.context = context
         self.settings = settings  # None: a fixed context (not reconfigurable)
         self.server = server
+        # The inter-broker listener's: an update must still let old and new settings talk to each
+        # other (Kafka's SslEngineValidator), or the brokers would lock each other out.
+        self.validate_handshakes = validate_handshakes
         self._stamps = _file_stamps(settings)
 
     @classmethod
-    def for_server(cls, settings: SslSettings) -> SslFactory:
-        return cls(server_context(settings), settings, server=True)
+    def for_server(cls, settings: SslSettings, validate_handshakes: bool = False) -> SslFactory:
+        return cls(server_context(settings), settings, server=True, validate_handshakes=validate_handshakes)
 
     @classmethod
     def for_client(cls, settings: SslSettings) -> SslFactory:
@@ -367,6 +371,10 @@ class SslFactory:
             if not _has_truststore(current) and _has_truststore(settings):
                 raise SslReconfigurationError("Cannot add SSL truststore to an existing listener for which no "
                                               "truststore was configured.")
+            if self.validate_handshakes:
+                _validate_handshakes(current, settings)
+        except ssl.SSLError as exc:
+            raise _validation_failed(f"javax.net.ssl.SSLHandshakeException: {exc}") from None
         except SslReconfigurationError as exc:
             raise _validation_failed(f"org.apache.kafka.common.config.ConfigException: {exc}") from None
         except ConfigError as exc:
@@ -393,6 +401,35 @@ class SslFactory:
                  "SERVER" if self.server else "CLIENT", self.settings.keystore_location or "(inline PEM)",
                  self.settings.truststore_location or "(inline or default)", self.settings.listener)
         return True
+
+
+def _validate_handshakes(old: SslSettings, new: SslSettings) -> None:
+    """Kafka's SslEngineValidator: a server with the old settings and a client with the new ones
+    complete a TLS handshake, and the other way round (host names not checked); ssl.SSLError if not."""
+    def client(settings: SslSettings) -> ssl.SSLContext:
+        return client_context(dataclasses.replace(settings, endpoint_identification=""))
+    _handshake(server_context(old), client(new))
+    _handshake(server_context(new), client(old))
+
+
+def _handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> None:
+    """Both sides of a TLS handshake in memory."""
+    server_in, server_out, client_in, client_out = (ssl.MemoryBIO() for _ in range(4))
+    ends = [(client.wrap_bio(client_in, client_out), client_out, server_in),
+            (server.wrap_bio(server_in, server_out, server_side=True), server_out, client_in)]
+    done = [False, False]
+    for _ in range(20):  # a handshake takes a few flights
+        for i, (end, outgoing, peer_incoming) in enumerate(ends):
+            if not done[i]:
+                try:
+                    end.do_handshake()
+                    done[i] = True
+                except ssl.SSLWantReadError:
+                    pass
+            peer_incoming.write(outgoing.read())
+        if all(done):
+            return
+    raise ssl.SSLError("the TLS handshake did not complete")
 
 
 def _has_truststore(settings: SslSettings) -> bool:

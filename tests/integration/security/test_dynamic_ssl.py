@@ -215,3 +215,26 @@ def test_a_dynamic_keystore_password_is_stored_encrypted_and_the_other_broker_re
         assert _served_serial(reader.listener_ports["SSL"]) == _serial(second)
     finally:
         reader.stop()
+
+
+@pytest.mark.parametrize("kind", ["ours", "kafka"])
+def test_the_inter_broker_listener_refuses_a_keystore_its_truststore_does_not_trust(kind: str, shared_zookeeper,
+                                                                                  tmp_path: Path) -> None:
+    """Kafka checks that old and new settings of the inter-broker listener can still shake hands."""
+    if kind == "kafka":
+        kafka_broker_or_skip()
+    pki = TestPki(tmp_path / "pki")
+    untrusted = pki.issue("untrusted", "CN=localhost,OU=Brokers", untrusted=True)
+    cls: Callable[..., BrokerProcess] = BrokerProcess if kind == "ours" else KafkaJavaBroker
+    broker = cls(shared_zookeeper.connect_string_with_chroot(f"ibssl-{uuid.uuid4().hex[:8]}"), 0, tmp_path / kind,
+                 {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.issue("b", "CN=localhost,OU=Brokers")
+                                                                           .pem_bundle),
+                  "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_file),
+                  "inter.broker.listener.name": "SSL"}, extra_listeners=("SSL",))
+    broker.start()
+    try:
+        answer = _alter(broker, {KEYSTORE: str(untrusted.pem_bundle)})
+        assert answer.startswith(REFUSED + "javax.net.ssl.SSLHandshakeException: ") and \
+            answer.endswith(FOR_CONFIGURATION), answer
+    finally:
+        broker.stop()

@@ -118,3 +118,18 @@ def test_a_pem_keystore_and_its_key_password_go_together_at_start_up(pki: TestPk
     with pytest.raises(ConfigError, match="the PEM private key is encrypted"):
         SslFactory.for_server(SslSettings.for_listener(_config(pki, encrypted), "SSL"))
     SslFactory.for_server(SslSettings.for_listener(_config(pki, encrypted, **{"ssl.key.password": "secret"}), "SSL"))
+
+
+def test_the_inter_broker_listener_keeps_old_and_new_settings_able_to_talk(pki: TestPki) -> None:
+    """Kafka's SslEngineValidator: a keystore the brokers' truststore does not trust would cut the
+    brokers off from each other, so the inter-broker listener refuses it; another listener takes it."""
+    config = _config(pki, pki.issue("b", "CN=localhost,OU=B").pem_bundle)
+    untrusted = pki.issue("u", "CN=localhost,OU=B", untrusted=True)
+    settings = SslSettings.for_listener(KafkaConfig({**config.originals, KEYSTORE: str(untrusted.pem_bundle)}), "SSL")
+    inter_broker = SslFactory.for_server(SslSettings.for_listener(config, "SSL"), validate_handshakes=True)
+    with pytest.raises(SslReconfigurationError, match="failed: javax.net.ssl.SSLHandshakeException: .*certificate verify"):
+        inter_broker.validate_reconfiguration(settings)
+    trusted = pki.issue("t", "CN=localhost,OU=B")
+    assert inter_broker.reconfigure(SslSettings.for_listener(
+        KafkaConfig({**config.originals, KEYSTORE: str(trusted.pem_bundle)}), "SSL"))
+    assert SslFactory.for_server(SslSettings.for_listener(config, "SSL")).reconfigure(settings)
