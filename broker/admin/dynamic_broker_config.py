@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -146,6 +147,7 @@ class DynamicBrokerConfig:
         self.log_cleaner: LogCleaner | None = None
         # Each SSL listener's SslFactories (its server side; the inter-broker client side too).
         self.ssl_factories: dict[str, list[SslFactory]] = {}
+        self._ssl_lock = threading.Lock()  # the config change listener and AlterConfigs both reconfigure
 
     # --- layers ----------------------------------------------------------------------------
     def effective_raw(self, name: str) -> str | None:
@@ -196,17 +198,7 @@ class DynamicBrokerConfig:
                     "Cannot update these configs at default cluster level, broker id must be specified: "
                     f"{_scala_set(only_per_broker)}"
                 )
-        merged = dict(self.static)
-        if per_broker:
-            merged.update(self.defaults)
-            merged.update(props)
-        else:
-            merged.update(props)
-            merged.update(self.per_broker)
-        try:
-            new_config = KafkaConfig({k: v for k, v in merged.items() if _known(k)})
-        except ConfigError as exc:
-            raise DynamicConfigError(str(exc)) from None
+        new_config = self._config_with(props, per_broker)
         try:
             for factory, settings in self._ssl_updates(new_config):
                 factory.validate_reconfiguration(settings)
@@ -217,6 +209,20 @@ class DynamicBrokerConfig:
                 self.log_cleaner.validate_reconfiguration(CleanerConfig.from_props(new_config.values()))
             except InvalidConfigError as exc:
                 raise DynamicConfigError(str(exc)) from None
+
+    def _config_with(self, props: Mapping[str, str], per_broker: bool) -> KafkaConfig:
+        """The whole config once ``props`` replace this broker's (or the cluster's) dynamic configs."""
+        merged = dict(self.static)
+        if per_broker:
+            merged.update(self.defaults)
+            merged.update(props)
+        else:
+            merged.update(props)
+            merged.update(self.per_broker)
+        try:
+            return KafkaConfig({k: v for k, v in merged.items() if _known(k)})
+        except ConfigError as exc:
+            raise DynamicConfigError(str(exc)) from None
 
     # --- passwords in ZooKeeper (Kafka's toPersistentProps / fromPersistentProps) ---------------
     def to_persistent(self, props: Mapping[str, str], per_broker: bool) -> dict[str, str]:
@@ -280,21 +286,28 @@ class DynamicBrokerConfig:
     def reconfigure_ssl(self) -> None:
         """Give every SSL listener the live config's keystore and truststore (after ``apply``); a
         refused one is logged and the listener keeps its context, as in Kafka."""
-        for factory, settings in self._ssl_updates(self.config):
-            try:
-                factory.reconfigure(settings)
-            except SslReconfigurationError as exc:
-                log.error("Failed to reconfigure the SSL context of listener %s: %s", settings.listener, exc)
+        with self._ssl_lock:
+            for factory, settings in self._ssl_updates(self.config):
+                try:
+                    factory.reconfigure(settings)
+                except SslReconfigurationError as exc:
+                    log.error("Failed to reconfigure the SSL context of listener %s: %s", settings.listener, exc)
 
     def reload_updated_files(self, props: Mapping[str, str]) -> None:
-        """Kafka's reloadUpdatedFilesWithoutConfigChange, after a per-broker AlterConfigs of ours:
-        a listener whose keystore or truststore keys it names reloads files whose contents
-        changed under an unchanged name. Raises DynamicConfigError if the new files are refused."""
+        """Kafka's reloadUpdatedFilesWithoutConfigChange, after a per-broker AlterConfigs of ours
+        wrote ``props``: a listener whose keystore or truststore keys they name takes them now,
+        reloading files whose contents changed under an unchanged name (whether or not the config
+        change listener has applied them yet: the settings come from ``props``, and both take the
+        same lock). Raises DynamicConfigError if the new files are refused."""
         named = {k.split(".")[2] for k in props if listener_config_base(k) in DYNAMIC_SECURITY_CONFIGS}
         listeners = [listener for listener in self.ssl_factories if listener.lower() in named]
+        if not listeners:
+            return
+        config = self._config_with(props, per_broker=True)
         try:
-            for factory, settings in self._ssl_updates(self.config, listeners):
-                factory.reconfigure(settings, reload=True)
+            with self._ssl_lock:
+                for factory, settings in self._ssl_updates(config, listeners):
+                    factory.reconfigure(settings, reload=True)
         except SslReconfigurationError as exc:
             raise DynamicConfigError(_invalid_dynamic(exc)) from None
 

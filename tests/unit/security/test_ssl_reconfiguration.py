@@ -133,3 +133,25 @@ def test_the_inter_broker_listener_keeps_old_and_new_settings_able_to_talk(pki: 
     assert inter_broker.reconfigure(SslSettings.for_listener(
         KafkaConfig({**config.originals, KEYSTORE: str(trusted.pem_bundle)}), "SSL"))
     assert SslFactory.for_server(SslSettings.for_listener(config, "SSL")).reconfigure(settings)
+
+
+def test_the_reload_after_an_alter_takes_what_was_written_whatever_the_listener_applied(pki: TestPki) -> None:
+    """AlterConfigs reloads right after writing to ZooKeeper, while the config change listener
+    applies the same change on its own thread, before or after: neither may undo the other."""
+    first, second = pki.issue("first", "CN=localhost,OU=B"), pki.issue("second", "CN=localhost,OU=B")
+    config = _config(pki, first.pem_bundle)
+    server = SslFactory.for_server(SslSettings.for_listener(config, "SSL"))
+    dyn = DynamicBrokerConfig(config)
+    dyn.ssl_factories = {"SSL": [server]}
+    written = {KEYSTORE: str(second.pem_bundle)}
+    # the listener applied it first (the live config still says "first" here): the reload keeps it
+    assert server.reconfigure(SslSettings.for_listener(KafkaConfig({**config.originals, **written}), "SSL"))
+    dyn.reload_updated_files(written)
+    assert server.settings is not None and server.settings.keystore_location == str(second.pem_bundle)
+    # or the reload comes first, the listener after it
+    other = SslFactory.for_server(SslSettings.for_listener(config, "SSL"))
+    dyn.ssl_factories = {"SSL": [other]}
+    dyn.reload_updated_files(written)
+    dyn.apply("0", written)
+    dyn.reconfigure_ssl()
+    assert other.settings is not None and other.settings.keystore_location == str(second.pem_bundle)
