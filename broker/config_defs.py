@@ -398,6 +398,7 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("replica.high.watermark.checkpoint.interval.ms", L, 5000, None),
     ("replica.selector.class", S, None, None),
     ("num.replica.fetchers", I, 1, None),
+    ("num.replica.alter.log.dirs.threads", I, None, None),  # None: one per log dir, as Kafka
     ("fetch.purgatory.purge.interval.requests", I, 1000, None),
     ("producer.purgatory.purge.interval.requests", I, 1000, None),
     ("delete.records.purgatory.purge.interval.requests", I, 1, None),

@@ -78,7 +78,6 @@ UNSUPPORTED_CONFIGS: tuple[tuple[str, str, Any], ...] = (
     ("metrics.num.samples", "INT", 2),
     ("metrics.recording.level", "STRING", "INFO"),
     ("metrics.sample.window.ms", "LONG", 30000),
-    ("num.replica.alter.log.dirs.threads", "INT", None),
     ("offsets.commit.required.acks", "SHORT", -1),
     ("remote.fetch.max.wait.ms", "INT", 500),
     ("remote.log.index.file.cache.total.size.bytes", "LONG", 1073741824),

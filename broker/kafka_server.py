@@ -328,7 +328,8 @@ class KafkaServer:
         replica_manager.alter_partition_manager = alter_partition
         replica_manager.alter_log_dirs_manager = ReplicaAlterLogDirsManager(
             replica_manager.log_manager, replica_manager.run_blocking, config.get("replica.fetch.max.bytes"),
-            config.get("replica.fetch.backoff.ms"), quotas.alter_log_dirs)
+            config.get("replica.fetch.backoff.ms"), quotas.alter_log_dirs,
+            config.get("num.replica.alter.log.dirs.threads") or len(config.log_dirs))
         self._isr_expiration = asyncio.get_running_loop().create_task(
             replica_manager.run_isr_expiration(config.get("replica.lag.time.max.ms")), name="isr-expiration")
 

@@ -17,6 +17,7 @@ from typing import Any
 from broker.admin.dynamic_broker_config import DYNAMIC_CONFIGS, QUOTA_CONFIG_KEYS, DynamicBrokerConfig, synonym_group
 from broker.admin.topic_configs import TOPIC_CONFIG_DEFS, to_config_string
 from broker.config import KafkaConfig
+from broker.coordinator.internal_topic import java_string_hash
 from broker.config_defs import NON_KAFKA_CONFIG_KEYS, CONFIG_KEYS, INTERNAL_KEYS, TOPIC_CONFIG_SYNONYMS, ConfigType
 
 
@@ -53,15 +54,6 @@ class ConfigEntry:
     synonyms: list[ConfigSynonym] = field(default_factory=list)
 
 
-def _java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), as an unsigned 32-bit value."""
-    units = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h
-
-
 def kafka_map_order(names: Iterable[str]) -> list[str]:
     """The iteration order of the Scala mutable.HashMap Kafka's DescribeConfigs builds its entries
     from: buckets of the spread String.hashCode in a power-of-two table sized for the entries at
@@ -72,7 +64,7 @@ def kafka_map_order(names: Iterable[str]) -> list[str]:
         capacity *= 2
 
     def position(name: str) -> tuple[int, int]:
-        h = _java_string_hash(name)
+        h = java_string_hash(name) & 0xFFFFFFFF  # as an unsigned 32-bit value
         spread = h ^ (h >> 16)
         return spread & (capacity - 1), spread - (1 << 32) if spread >= 1 << 31 else spread
 

@@ -162,3 +162,54 @@ def test_a_move_whose_destination_dir_fails_ends_and_the_current_log_serves_on(t
     current.append_as_leader(batch(1), leader_epoch=0)
     assert offsets_in(read_all(current)) == list(range(51))
     manager.shutdown()
+
+
+def test_replicas_on_different_threads_move_at_the_same_time(tmp_path: Path) -> None:
+    """num.replica.alter.log.dirs.threads movers: a replica goes where Kafka's getFetcherId puts it
+    (abs(31 * topic.hashCode() + partition) % threads), and two threads copy side by side."""
+    import asyncio
+    import threading
+
+    manager = _manager(tmp_path)
+    partitions = {}
+    for index in (0, 1):
+        partition = Partition("t", index, broker_id=0)
+        partition.log = manager.get_or_create_log("t", index)
+        for _ in range(20):
+            partition.log.append_as_leader(batch(5), leader_epoch=0)
+        partition.log.update_high_watermark(partition.log.log_end_offset)
+        manager.maybe_update_preferred_log_dir("t", index, manager.log_dirs[1])
+        manager.get_or_create_future_log("t", index, None)
+        partitions[("t", index)] = partition
+    steps_at_once, running = [0], [0]
+    lock = threading.Lock()
+
+    async def run_blocking(function, *args):  # type: ignore[no-untyped-def]
+        def counted():  # type: ignore[no-untyped-def]
+            with lock:
+                running[0] += 1
+                steps_at_once[0] = max(steps_at_once[0], running[0])
+            try:
+                threading.Event().wait(0.02)  # long enough for the other thread's step to start
+                return function(*args)
+            finally:
+                with lock:
+                    running[0] -= 1
+        return await asyncio.get_running_loop().run_in_executor(None, counted)
+
+    async def move_both() -> ReplicaAlterLogDirsManager:
+        mover = ReplicaAlterLogDirsManager(manager, run_blocking, chunk_bytes=300, backoff_ms=10, num_threads=2)
+        # "t".hashCode() is 116: partition 0 -> 31 * 116 % 2 = 0, partition 1 -> 1
+        assert [mover.threads.index(mover.thread_for(tp)) for tp in partitions] == [0, 1]
+        await mover.add_partitions(partitions)
+        for _ in range(500):
+            if not mover.moving:
+                break
+            await asyncio.sleep(0.01)
+        await mover.shutdown()
+        return mover
+
+    mover = asyncio.run(move_both())
+    assert not mover.moving and steps_at_once[0] == 2
+    assert all(parent_dir(manager.get_log("t", i)) == manager.log_dirs[1] for i in (0, 1))
+    assert all(offsets_in(read_all(manager.get_log("t", i))) == list(range(100)) for i in (0, 1))
