@@ -1,5 +1,4 @@
-"""Kafka 3.9 broker configs of features this broker does not have: KRaft, Kerberos/OAuth and the
-ZooKeeper client's TLS, delegation tokens, tiered storage, share groups, metrics reporters,
+"""Kafka 3.9 broker configs of features this broker does not have: KRaft, Kerberos/OAuth, delegation tokens, tiered storage, share groups, metrics reporters,
 policies.
 
 They are known keys as in Kafka (server.properties may set them; KafkaConfig warns that they have
@@ -116,20 +115,6 @@ UNSUPPORTED_CONFIGS: tuple[tuple[str, str, Any], ...] = (
     ("socket.connection.setup.timeout.ms", "LONG", 10000),
     ("ssl.provider", "STRING", None),
     ("telemetry.max.bytes", "INT", 1048576),
-    ("zookeeper.clientCnxnSocket", "STRING", None),
-    ("zookeeper.ssl.cipher.suites", "LIST", None),
-    ("zookeeper.ssl.client.enable", "BOOLEAN", False),
-    ("zookeeper.ssl.crl.enable", "BOOLEAN", False),
-    ("zookeeper.ssl.enabled.protocols", "LIST", None),
-    ("zookeeper.ssl.endpoint.identification.algorithm", "STRING", "HTTPS"),
-    ("zookeeper.ssl.keystore.location", "STRING", None),
-    ("zookeeper.ssl.keystore.password", "PASSWORD", None),
-    ("zookeeper.ssl.keystore.type", "STRING", None),
-    ("zookeeper.ssl.ocsp.enable", "BOOLEAN", False),
-    ("zookeeper.ssl.protocol", "STRING", "TLSv1.2"),
-    ("zookeeper.ssl.truststore.location", "STRING", None),
-    ("zookeeper.ssl.truststore.password", "PASSWORD", None),
-    ("zookeeper.ssl.truststore.type", "STRING", None),
 )
 
 # Those Kafka can change dynamically (DescribeConfigs reports them as not read-only).

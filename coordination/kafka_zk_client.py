@@ -11,6 +11,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,9 +113,12 @@ class KafkaZkClient:
         connection_timeout_ms: int | None = None,
         name: str = "kafka",
         max_in_flight_requests: int = 10,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> KafkaZkClient:
-        """Connect to `zookeeper.connect` (chroot created when missing) and return the client."""
-        zk = ZooKeeperClient(connect, session_timeout_ms, connection_timeout_ms, name, max_in_flight_requests)
+        """Connect to `zookeeper.connect` (chroot created when missing; over TLS with
+        ``ssl_context``) and return the client."""
+        zk = ZooKeeperClient(connect, session_timeout_ms, connection_timeout_ms, name, max_in_flight_requests,
+                             ssl_context)
         zk.start()
         return cls(zk)
 

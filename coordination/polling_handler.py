@@ -10,6 +10,8 @@ system call to build and one to wait.
 from __future__ import annotations
 
 import select
+import socket
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +23,27 @@ _WRITABLE = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
 class PollingThreadingHandler(SequentialThreadingHandler):
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        super().__init__()
+        self.ssl_context = ssl_context  # TLS to ZooKeeper (zookeeper.ssl.*), built once by the caller
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        """kazoo's connection, over ``ssl_context`` when there is one (kazoo would build its own
+        context from key files at every connection; this one is built once, in memory)."""
+        if self.ssl_context is None:
+            return super().create_connection(*args, **kwargs)
+        address = kwargs["address"] if "address" in kwargs else args[0]
+        family = socket.getaddrinfo(address[0], address[1], 0, socket.SOCK_STREAM)[0][0]
+        conn = self.ssl_context.wrap_socket(socket.socket(family), server_hostname=kwargs.get("hostname") or address[0])
+        try:
+            conn.settimeout(kwargs.get("timeout"))
+            conn.connect(address)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     def select(self, rlist: Sequence[Any], wlist: Sequence[Any], xlist: Sequence[Any],
                timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
         """kazoo's select contract: the ready objects of ``rlist`` and of ``wlist`` (an object

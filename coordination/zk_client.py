@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import queue
+import ssl
 import threading
 import time
 from collections import deque
@@ -75,8 +76,10 @@ class ZooKeeperClient:
         connection_timeout_ms: int | None = None,
         name: str = "kafka",
         max_in_flight_requests: int = 10,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.connect = connect
+        self.ssl_context = ssl_context  # TLS to ZooKeeper (zookeeper.ssl.client.enable)
         self.max_in_flight_requests = max(1, max_in_flight_requests)  # zookeeper.max.in.flight.requests
         self.hosts, self.chroot = split_chroot(connect)
         self.session_timeout_ms = session_timeout_ms
@@ -105,7 +108,7 @@ class ZooKeeperClient:
             hosts=hosts,
             timeout=self.session_timeout_ms / 1000,
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
-            handler=PollingThreadingHandler(),
+            handler=PollingThreadingHandler(self.ssl_context),
         )
 
     def _start_kazoo(self, client: KazooClient) -> None:

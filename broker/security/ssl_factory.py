@@ -59,6 +59,7 @@ class SslSettings:
     # reads them from the config it was built with, so changing them takes a restart there too.
     allow_dn_changes: bool = False
     allow_san_changes: bool = False
+    config_prefix: str | None = None  # how errors name the keys (else the listener's prefix)
 
     @classmethod
     def for_listener(cls, config: KafkaConfig, listener: str) -> SslSettings:
@@ -76,6 +77,8 @@ class SslSettings:
 
     def key(self, name: str) -> str:
         """The config key to name in an error (the listener-prefixed one when the listener sets it)."""
+        if self.config_prefix is not None:
+            return self.config_prefix + name
         return f"listener.name.{self.listener.lower()}.{name}"
 
 
@@ -438,4 +441,35 @@ def _has_truststore(settings: SslSettings) -> bool:
 
 def _validation_failed(cause: str) -> SslReconfigurationError:
     return SslReconfigurationError(f"Validation of dynamic config update of SSLFactory failed: {cause}")
+
+
+# --- TLS to ZooKeeper (Kafka's zookeeper.ssl.*) -------------------------------------------------
+def _store_type(declared: str | None, location: str | None) -> str:
+    """ZooKeeper's X509Util: a store without a type has the one its file name says."""
+    if declared:
+        return declared.upper()
+    name = (location or "").lower()
+    return "PKCS12" if name.endswith((".p12", ".pfx")) else "PEM" if name.endswith(".pem") else "JKS"
+
+
+def zookeeper_client_context(config: KafkaConfig) -> ssl.SSLContext | None:
+    """The context of this broker's connection to ZooKeeper when ``zookeeper.ssl.client.enable``:
+    its keystore (if any) presented, the server checked against the truststore, host names per
+    ``zookeeper.ssl.endpoint.identification.algorithm``; ConfigError names a bad key."""
+    if not config.get("zookeeper.ssl.client.enable"):
+        return None
+    for key in ("zookeeper.ssl.crl.enable", "zookeeper.ssl.ocsp.enable"):
+        if config.get(key):
+            raise ConfigError(key, "certificate revocation checks are not supported for the ZooKeeper connection")
+    keystore, truststore = config.get("zookeeper.ssl.keystore.location"), config.get("zookeeper.ssl.truststore.location")
+    protocols = config.get("zookeeper.ssl.enabled.protocols") or [config.get("zookeeper.ssl.protocol")]
+    settings = SslSettings(
+        "ZooKeeper", _store_type(config.get("zookeeper.ssl.keystore.type"), keystore), keystore,
+        config.get("zookeeper.ssl.keystore.password"), None, None,
+        config.get("zookeeper.ssl.keystore.password"),  # ZooKeeper's PEM key password is the keystore's
+        _store_type(config.get("zookeeper.ssl.truststore.type"), truststore), truststore,
+        config.get("zookeeper.ssl.truststore.password"), None, "none", list(protocols),
+        list(config.get("zookeeper.ssl.cipher.suites") or []),
+        str(config.get("zookeeper.ssl.endpoint.identification.algorithm") or ""), config_prefix="zookeeper.")
+    return client_context(settings)
 

@@ -58,9 +58,13 @@ class ZooKeeperServer:
     """One standalone ZooKeeper process; stop()/start() keeps its port and data (for outage tests)."""
 
     def __init__(self, base_dir: Path | None = None, port: int | None = None, host: str = "127.0.0.1",
-                 command_prefix: Sequence[str] = ()) -> None:
+                 command_prefix: Sequence[str] = (), tls: tuple[Path, str, Path] | None = None) -> None:
         """``host`` and ``command_prefix`` place the server elsewhere than loopback, e.g. in a network
-        namespace (``["ip", "netns", "exec", NAME]`` and that namespace's address)."""
+        namespace (``["ip", "netns", "exec", NAME]`` and that namespace's address). ``tls``: (PKCS12
+        keystore, its password, PEM truststore) for a second, TLS-only port (``secure_port``) that
+        wants client certificates."""
+        self.tls = tls
+        self.secure_port = free_port() if tls else None
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="zk-test-"))
         self.host = host
@@ -77,6 +81,10 @@ class ZooKeeperServer:
 
     def connect_string_with_chroot(self, chroot: str) -> str:
         return f"{self.connect_string}/{chroot.strip('/')}"
+
+    def secure_connect_string_with_chroot(self, chroot: str) -> str:
+        assert self.secure_port is not None, "started without tls"
+        return f"{self.host}:{self.secure_port}/{chroot.strip('/')}"
 
     @property
     def is_running(self) -> bool:
@@ -98,10 +106,20 @@ class ZooKeeperServer:
                     "forceSync=no",
                     "preAllocSize=1024",
                     "maxClientCnxns=0",
+                    *self._tls_config(),
                     "",
                 ]
             )
         )
+
+    def _tls_config(self) -> list[str]:
+        if self.tls is None:
+            return []
+        keystore, password, truststore = self.tls
+        return [f"secureClientPort={self.secure_port}", f"secureClientPortAddress={self.host}",
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                f"ssl.keyStore.location={keystore}", f"ssl.keyStore.password={password}", "ssl.keyStore.type=PKCS12",
+                f"ssl.trustStore.location={truststore}", "ssl.trustStore.type=PEM", "ssl.clientAuth=need"]
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the server and wait until it serves. The server dies with the thread that
@@ -112,9 +130,10 @@ class ZooKeeperServer:
         if reason:
             raise ZooKeeperHarnessError(reason)
         self._write_config()
-        classpath = os.pathsep.join(
-            str(jar) for jar in (ZOOKEEPER_JAR, SLF4J_BINDING_JAR) if jar.exists()
-        )
+        jars = [ZOOKEEPER_JAR, SLF4J_BINDING_JAR]
+        if self.tls is not None:  # the Netty server (TLS) needs Debian's netty jars, which the manifest omits
+            jars += sorted(p for p in ZOOKEEPER_JAR.parent.glob("netty-*.jar") if not p.name.startswith("netty-all"))
+        classpath = os.pathsep.join(str(jar) for jar in jars if jar.exists())
         command = [
             "java",
             "-Xmx256m",
