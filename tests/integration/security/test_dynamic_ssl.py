@@ -19,6 +19,7 @@ from cryptography import x509
 from tests.harness.broker import BrokerProcess
 from tests.harness.certs import PASSWORD, CertFiles, TestPki
 from tests.harness.kafka_broker import KafkaJavaBroker, kafka_broker_or_skip
+from tests.harness.kafka_cli import kafka_cli
 
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
 REFUSED = "INVALID_REQUEST: Invalid value org.apache.kafka.common.config.ConfigException: Validation of dynamic " \
@@ -108,9 +109,17 @@ def test_a_listener_keystore_is_replaced_at_run_time_as_kafka_does(kind: str, sh
         assert _served_serial(port) == _serial(first)
         broker.create_topic("tls")
 
-        assert _alter(broker, {KEYSTORE: str(live)}) == "OK"
+        # rotated as an operator does it, with Kafka's own tool
+        cli = kafka_cli(tmp_path / "cli")
+        configs = ["--bootstrap-server", broker.bootstrap, "--entity-type", "brokers", "--alter"]
+        done = cli.run("kafka-configs", [*configs, "--entity-name", "0", "--add-config", f"{KEYSTORE}={live}"])
+        assert "Completed updating config for broker 0." in done.stdout
         _wait_served(port, _serial(second))
         _round_trip_over_ssl(broker, pki, "tls")
+        refused = cli.run("kafka-configs", [*configs, "--entity-default", "--add-config", f"{KEYSTORE}={live}"],
+                          check=False)
+        assert refused.returncode != 0 and "InvalidRequestException: Cannot update these configs at default " \
+            f"cluster level, broker id must be specified: Set({KEYSTORE})" in refused.stdout + refused.stderr
 
         dn_refused = REFUSED + (
             "org.apache.kafka.common.config.ConfigException: Keystore DistinguishedName does not match:  "
