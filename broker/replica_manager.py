@@ -123,15 +123,18 @@ class ReplicaManager:
 
     def leader_partition(self, topic: str, partition: int) -> Partition:
         """The led partition, or the error Kafka gives for it (unknown vs not leader)."""
+        return self.leader_partition_and_log(topic, partition)[0]
+
+    def leader_partition_and_log(self, topic: str, partition: int) -> tuple[Partition, Log]:
+        """``leader_partition`` and its log, for the produce path (one lookup of each)."""
+        found = self.partitions.get((topic, partition))
+        if found is not None and found.log is not None and (topic, partition) not in self.offline_partitions:
+            return found, found.leader_log()
         if (topic, partition) in self.offline_partitions:
             raise KafkaApiError(Errors.KAFKA_STORAGE_ERROR, f"{topic}-{partition} is in a failed log dir")
-        found = self.partitions.get((topic, partition))
-        if found is None or found.log is None:
-            if self.metadata_cache.partition(topic, partition) is not None:
-                raise KafkaApiError(Errors.NOT_LEADER_OR_FOLLOWER)
-            raise KafkaApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
-        found.leader_log()
-        return found
+        if self.metadata_cache.partition(topic, partition) is not None:
+            raise KafkaApiError(Errors.NOT_LEADER_OR_FOLLOWER)
+        raise KafkaApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
 
     # --- controller requests ----------------------------------------------------------------
     async def become_leader_or_follower(self, request: Any, version: int,
@@ -496,24 +499,46 @@ class ReplicaManager:
         ``Log.append_as_leader``).
         """
         tp_log = partition.leader_log()
+        info = self.try_append_to_partition(partition, tp_log, records, required_acks, origin, verification_guard,
+                                            parsed)
+        if info is None:
+            info = await self.append_to_partition_blocking(partition, tp_log, records, origin, verification_guard,
+                                                           parsed)
+        return info
+
+    def try_append_to_partition(self, partition: Partition, tp_log: Log, records: bytearray, required_acks: int,
+                                origin: AppendOrigin, verification_guard: VerificationGuard,
+                                parsed: Batches | None) -> LogAppendInfo | None:
+        """``append_to_partition`` on the event loop, None when the append must block (a roll or
+        an fsync due, the log's lock busy): then ``append_to_partition_blocking`` does it.
+
+        A page-cache write takes microseconds: a thread hop would cost more, and the GIL handed
+        back and forth between the loop and a pool thread stalls the loop (py-spy: half its time
+        in sendmsg waiting for the GIL at 10,000 produce requests/s)."""
         if required_acks == -1:
             partition.check_min_isr(required_acks)
-        # A page-cache write takes microseconds: a thread hop would cost more, and the GIL handed
-        # back and forth between the loop and a pool thread stalls the loop (py-spy: half its time
-        # in sendmsg waiting for the GIL at 10,000 produce requests/s). Rolls and fsyncs go to the pool.
-        epoch = partition.leader_epoch
-        info = tp_log.try_append_as_leader(records, epoch, origin, validated=True, parsed=parsed,
+        info = tp_log.try_append_as_leader(records, partition.leader_epoch, origin, validated=True, parsed=parsed,
                                            verification_guard=verification_guard)
-        if info is None:
-            info = await self.run_blocking(functools.partial(
-                tp_log.append_as_leader, records, epoch, origin, validated=True, parsed=parsed,
-                verification_guard=verification_guard))
+        if info is not None:
+            self._appended(partition, len(records), info)
+        return info
+
+    async def append_to_partition_blocking(self, partition: Partition, tp_log: Log, records: bytearray,
+                                           origin: AppendOrigin, verification_guard: VerificationGuard,
+                                           parsed: Batches | None) -> LogAppendInfo:
+        """The append ``try_append_to_partition`` declined, in the I/O pool."""
+        info = await self.run_blocking(functools.partial(
+            tp_log.append_as_leader, records, partition.leader_epoch, origin, validated=True, parsed=parsed,
+            verification_guard=verification_guard))
+        self._appended(partition, len(records), info)
+        return info
+
+    def _appended(self, partition: Partition, size: int, info: LogAppendInfo) -> None:
         topic = partition.topic
-        self.topic_stats.mark_appended(topic, len(records), info.num_records)
+        self.topic_stats.mark_appended(topic, size, info.num_records)
         partition.maybe_increment_high_watermark()
         # Appends move the log end (replica fetches) and, with an ISR of one, the HW (consumers).
         self.complete_delayed_requests((topic, partition.partition))
-        return info
 
     async def append_and_wait(self, topic: str, partition_index: int, records: bytearray, timeout_ms: int,
                               origin: AppendOrigin = AppendOrigin.COORDINATOR,

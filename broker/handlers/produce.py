@@ -31,7 +31,7 @@ from protocol.messages import ProduceResponse
 from protocol.records.batch import ATTRIBUTES_OFFSET, BATCH_LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, \
     TRANSACTIONAL_FLAG_MASK, iter_batch_positions, read_batch_header
 from storage.errors import InvalidRecordError
-from storage.producer_state import SENTINEL_GUARD, VerificationGuard
+from storage.producer_state import SENTINEL_GUARD, AppendOrigin, VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -144,15 +144,17 @@ async def _append_partition(services: BrokerServices, topic: str, index: int, re
     replica_manager.topic_stats.mark_produce(topic)
     log_start_offset = -1
     try:
-        partition = replica_manager.leader_partition(topic, index)
-        tp_log = partition.leader_log()
+        partition, tp_log = replica_manager.leader_partition_and_log(topic, index)
         log_start_offset = tp_log.log_start_offset
-        to_append, parsed = validate_records(records, version, tp_log.config, f"{topic}-{index}")
+        to_append, parsed = validate_records(records, version, tp_log.config, tp_log.topic_partition)
         if len(to_append) == 0:
             return PartitionResponse(index=index, error_code=0, base_offset=-1, log_append_time_ms=-1,
-                                     log_start_offset=tp_log.log_start_offset), -1
-        info = await replica_manager.append_to_partition(partition, to_append, acks,
-                                                         verification_guard=verification_guard, parsed=parsed)
+                                     log_start_offset=log_start_offset), -1
+        info = replica_manager.try_append_to_partition(partition, tp_log, to_append, acks, AppendOrigin.CLIENT,
+                                                       verification_guard, parsed)
+        if info is None:  # a roll or an fsync is due: in the I/O pool
+            info = await replica_manager.append_to_partition_blocking(partition, tp_log, to_append,
+                                                                      AppendOrigin.CLIENT, verification_guard, parsed)
     except RecordValidationError as exc:
         log.info("Produce to %s-%d refused (%s): %s", topic, index, exc.error.name, exc.message)
         _count_failure(services, topic, exc.error, records)
