@@ -457,12 +457,22 @@ class Log:
             self._flush_upto(self._next_offset if offset is None else offset)
 
     def _flush_upto(self, offset: int) -> None:
-        if offset <= self._recovery_point:
+        """As Kafka's LocalLog.flush: a segment created since the last flush also has its
+        directory entry fsynced (the partition directory), so a flushed segment survives a crash."""
+        recovery_point = self._recovery_point
+        if offset <= recovery_point:
             return
-        for segment in self.segments.from_offset(self._recovery_point):
+        new_segment = False
+        for segment in self.segments.from_offset(recovery_point):
             if segment.base_offset >= offset:
                 break
             segment.flush()
+            new_segment = new_segment or segment.base_offset >= recovery_point
+        if new_segment:
+            try:
+                fsync_dir(self.dir)
+            except FileNotFoundError:  # renamed for deletion meanwhile: nothing left to make durable
+                pass
         self._recovery_point = offset
         self.last_flush_ms = now_ms()
 

@@ -342,6 +342,25 @@ def test_flush_messages_advances_the_recovery_point(tmp_path: Path) -> None:
     log.close()
 
 
+def test_a_flush_covering_a_new_segment_syncs_the_partition_directory(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """As Kafka's LocalLog.flush: the directory entries of segments created since the last flush
+    are made durable with them; a flush within an already flushed segment leaves the directory."""
+    synced: list[str] = []
+    monkeypatch.setattr("storage.log.fsync_dir", synced.append)
+    log = open_log(tmp_path / "t-0", config(segment_bytes=2 * BATCH_SIZE))
+    log.append_as_leader(batch(1), leader_epoch=0)
+    log.flush()
+    assert synced == [log.dir]
+    log.append_as_leader(batch(1), leader_epoch=0)
+    log.flush()
+    assert synced == [log.dir]  # the same segment: nothing new in the directory
+    log.append_as_leader(batch(1), leader_epoch=0)  # rolls: the old segment is flushed, the new one is new
+    log.flush()
+    assert [s.base_offset for s in log.segments] == [0, 2] and synced == [log.dir, log.dir]
+    log.close()
+
+
 def test_close_writes_snapshot_and_trims_indexes(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", config(index_interval_bytes=10))
     for _ in range(5):
