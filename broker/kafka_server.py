@@ -45,7 +45,8 @@ from broker.security.authorizer.acl_authorizer import ACL_AUTHORIZER_CLASS, AclA
 from broker.quota.client_quota_manager import QuotaManagers
 from broker.quota.quota_configs import CONNECTION_CREATION_RATE
 from broker.security.client_security import PLAINTEXT, ClientSecurity
-from broker.security.ssl_factory import SslFactory, zookeeper_client_context
+from broker.security.ssl_factory import SslFactory
+from broker.security.zookeeper_security import zookeeper_client_security
 from broker.security.credential_cache import CredentialCache
 from broker.services import BrokerServices, ConfigRepository
 from coordination.admin_zk_client import AdminZkClient
@@ -113,12 +114,16 @@ class KafkaServer:
         # OAUTHBEARER login at an identity provider waits for its token: off the loop).
         self.client_security = await loop.run_in_executor(None, ClientSecurity.inter_broker, config)
         stored, unreadable = _read_meta_properties(config.log_dirs)
-        zk_tls = zookeeper_client_context(config)
-        log.info("Connecting to zookeeper on %s%s", config.zookeeper_connect, " over TLS" if zk_tls else "")
+        zk_security = zookeeper_client_security(config)
+        log.info("Connecting to zookeeper on %s%s%s%s", config.zookeeper_connect,
+                 " over TLS" if zk_security.ssl_context else "",
+                 " with SASL/DIGEST-MD5" if zk_security.sasl_options else "",
+                 ", secure ACLs" if zk_security.secure_acls else "")
         zk = await loop.run_in_executor(None, lambda: KafkaZkClient.connect(
             config.zookeeper_connect, config.zookeeper_session_timeout_ms,
             config.zookeeper_connection_timeout_ms, f"broker-{config.broker_id}",
-            config.zookeeper_max_in_flight_requests, zk_tls))
+            config.zookeeper_max_in_flight_requests, zk_security.ssl_context, zk_security.sasl_options,
+            zk_security.secure_acls))
         try:
             await self._startup_with_zk(zk, stored, unreadable)
         except BaseException:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
+from kazoo.security import ACL
 
 from coordination.errors import (
     BrokerIdInUseError,
@@ -84,8 +85,8 @@ INITIAL_CONTROLLER_EPOCH = 0
 INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
 
 
-def _create(path: str, data: bytes, transaction: Any) -> None:
-    transaction.create(path, data)
+def _create(path: str, data: bytes, acl: list[ACL], transaction: Any) -> None:
+    transaction.create(path, data, acl)
 
 
 def _set_data(path: str, data: bytes, version: int, transaction: Any) -> None:
@@ -114,11 +115,14 @@ class KafkaZkClient:
         name: str = "kafka",
         max_in_flight_requests: int = 10,
         ssl_context: ssl.SSLContext | None = None,
+        sasl_options: dict[str, str] | None = None,
+        secure_acls: bool = False,
     ) -> KafkaZkClient:
         """Connect to `zookeeper.connect` (chroot created when missing; over TLS with
-        ``ssl_context``) and return the client."""
+        ``ssl_context``, authenticated with ``sasl_options``, nodes created with Kafka's secure
+        ACLs when ``secure_acls``) and return the client."""
         zk = ZooKeeperClient(connect, session_timeout_ms, connection_timeout_ms, name, max_in_flight_requests,
-                             ssl_context)
+                             ssl_context, sasl_options, secure_acls)
         zk.start()
         return cls(zk)
 
@@ -194,7 +198,7 @@ class KafkaZkClient:
 
         def build(transaction: Any) -> None:
             # Kafka creates it with null data; kazoo's multi can only send empty data.
-            transaction.create(path, b"", ephemeral=True)
+            transaction.create(path, b"", self.zk.acls(path), ephemeral=True)
             transaction.set_data(path, data, 0)
 
         while True:
@@ -282,7 +286,7 @@ class KafkaZkClient:
         controller_data = encode_controller(broker_id, int(time.time() * 1000))
 
         def build(transaction: Any) -> None:
-            transaction.create(CONTROLLER_PATH, controller_data, ephemeral=True)
+            transaction.create(CONTROLLER_PATH, controller_data, self.zk.acls(CONTROLLER_PATH), ephemeral=True)
             transaction.set_data(CONTROLLER_EPOCH_PATH, encode_controller_epoch(new_epoch), epoch_zk_version)
 
         results = self.zk.multi(build)
@@ -356,11 +360,13 @@ class KafkaZkClient:
             self.zk.ensure_persistent_path(topic_partitions_path(topic))
         client = self.zk.kazoo  # each partition's node (null data, as Kafka's), pipelined; existing ones are fine
         for result in self.zk.call_many(
-                [functools.partial(client.create_async, topic_partition_path(*tp), None) for tp in states]):
+                [functools.partial(client.create_async, topic_partition_path(*tp), None,
+                                   self.zk.acls(topic_partition_path(*tp))) for tp in states]):
             if isinstance(result, Exception) and not isinstance(result, NodeExistsError):
                 raise result
         writes = self._fenced_multi_many(epoch_zk_version, [
-            functools.partial(_create, partition_state_path(*tp), encode_partition_state(state, controller_epoch))
+            functools.partial(_create, partition_state_path(*tp), encode_partition_state(state, controller_epoch),
+                              self.zk.acls(partition_state_path(*tp)))
             for tp, state in states.items()])
         return {tp: results[0] if isinstance(results[0], Exception) else state.with_partition_epoch(0)
                 for (tp, state), results in zip(states.items(), writes)}

@@ -37,6 +37,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from coordination.errors import ZooKeeperUnavailableError
 from coordination.histogram import SynchronizedHistogram
@@ -45,6 +46,19 @@ from coordination.polling_handler import PollingThreadingHandler
 log = logging.getLogger(__name__)
 
 WatchHandler = Callable[[str], None]
+# Kafka's ZkData.SensitiveRootPaths: with secure ACLs, nodes under these are not world-readable.
+SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token/tokens")
+CONSUMERS_PATH = "/consumers"  # the old consumers wrote under it: open even with secure ACLs
+
+
+def default_acls(secure: bool, path: str) -> list[ACL]:
+    """Kafka's ZkData.defaultAcls: with ``zookeeper.set.acl`` the creator may do anything and the
+    world read, except under sensitive paths; otherwise (and for /consumers) anyone anything."""
+    if not secure or path == CONSUMERS_PATH:
+        return OPEN_ACL_UNSAFE
+    if path.startswith(SENSITIVE_ROOT_PATHS):
+        return CREATOR_ALL_ACL
+    return CREATOR_ALL_ACL + READ_ACL_UNSAFE
 
 
 class SessionHandler(Protocol):
@@ -77,9 +91,13 @@ class ZooKeeperClient:
         name: str = "kafka",
         max_in_flight_requests: int = 10,
         ssl_context: ssl.SSLContext | None = None,
+        sasl_options: dict[str, str] | None = None,
+        secure_acls: bool = False,
     ) -> None:
         self.connect = connect
         self.ssl_context = ssl_context  # TLS to ZooKeeper (zookeeper.ssl.client.enable)
+        self.sasl_options = sasl_options  # SASL to ZooKeeper (the JAAS file's Client section), kazoo's form
+        self.secure_acls = secure_acls  # zookeeper.set.acl
         self.max_in_flight_requests = max(1, max_in_flight_requests)  # zookeeper.max.in.flight.requests
         self.hosts, self.chroot = split_chroot(connect)
         self.session_timeout_ms = session_timeout_ms
@@ -109,7 +127,12 @@ class ZooKeeperClient:
             timeout=self.session_timeout_ms / 1000,
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
             handler=PollingThreadingHandler(self.ssl_context),
+            sasl_options=dict(self.sasl_options) if self.sasl_options else None,  # kazoo adds to it
         )
+
+    def acls(self, path: str) -> list[ACL]:
+        """The ACL a node this client creates at ``path`` gets (``default_acls``)."""
+        return default_acls(self.secure_acls, path)
 
     def _start_kazoo(self, client: KazooClient) -> None:
         try:
@@ -130,7 +153,7 @@ class ZooKeeperClient:
                 if bootstrap.exists(self.chroot) is None:
                     for path in (*_parents(self.chroot), self.chroot):
                         try:
-                            bootstrap.create(path, None)
+                            bootstrap.create(path, None, acl=self.acls(path))
                         except NodeExistsError:
                             pass
             finally:
@@ -393,15 +416,16 @@ class ZooKeeperClient:
         """Create `path` (and missing parents, with null data); returns the created path.
         NodeExistsError propagates for the node itself."""
         client = self.kazoo
+        acl = self.acls(path)
         try:
-            return self.call(client.create_async, path, data, ephemeral=ephemeral, sequence=sequence)
+            return self.call(client.create_async, path, data, acl, ephemeral=ephemeral, sequence=sequence)
         except NoNodeError:
             for parent in _parents(path):
                 try:
-                    self.call(client.create_async, parent, None)
+                    self.call(client.create_async, parent, None, self.acls(parent))
                 except NodeExistsError:
                     pass
-            return self.call(client.create_async, path, data, ephemeral=ephemeral, sequence=sequence)
+            return self.call(client.create_async, path, data, acl, ephemeral=ephemeral, sequence=sequence)
 
     def ensure_persistent_path(self, path: str) -> None:
         try:

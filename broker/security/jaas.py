@@ -71,3 +71,57 @@ def parse_jaas_config(text: str) -> list[JaasModule]:
     if not modules:
         raise JaasConfigError("the JAAS config names no login module")
     return modules
+
+
+def parse_jaas_file(text: str) -> dict[str, list[JaasModule]]:
+    """The sections of a JAAS login configuration file (``java.security.auth.login.config``):
+    ``Name { <module> <flag> key="value" ...; ... };``, comments (``//``, ``/* */``) allowed."""
+    sections: dict[str, list[JaasModule]] = {}
+    text = _strip_comments(text)
+    pos = 0
+    while True:
+        match = _SECTION.match(text, pos)
+        if match is None:
+            if text[pos:].strip():
+                raise JaasConfigError(f"expected a login context name and '{{' at {pos} in the JAAS file")
+            return sections
+        end = _closing_brace(text, match.end())
+        sections[match.group(1)] = parse_jaas_config(text[match.end():end])
+        after = re.compile(r"\s*;").match(text, end + 1)
+        if after is None:
+            raise JaasConfigError(f"the login context {match.group(1)} must end with '}};'")
+        pos = after.end()
+
+
+_SECTION = re.compile(r"\s*([A-Za-z0-9_.$-]+)\s*\{")
+
+
+def _strip_comments(text: str) -> str:
+    out, pos, quoted = [], 0, False
+    while pos < len(text):
+        char = text[pos]
+        if char == '"' and (pos == 0 or text[pos - 1] != "\\"):
+            quoted = not quoted
+        elif not quoted and text.startswith("//", pos):
+            pos = text.find("\n", pos) if "\n" in text[pos:] else len(text)
+            continue
+        elif not quoted and text.startswith("/*", pos):
+            close = text.find("*/", pos + 2)
+            if close < 0:
+                raise JaasConfigError("unterminated comment in the JAAS file")
+            pos = close + 2
+            continue
+        out.append(char)
+        pos += 1
+    return "".join(out)
+
+
+def _closing_brace(text: str, pos: int) -> int:
+    quoted = False
+    for index in range(pos, len(text)):
+        char = text[index]
+        if char == '"' and text[index - 1] != "\\":
+            quoted = not quoted
+        elif char == "}" and not quoted:
+            return index
+    raise JaasConfigError("a login context in the JAAS file is missing its '}'")

@@ -6,6 +6,7 @@ Output goes to ``broker.log`` in the broker's directory (``log_tail()`` for fail
 """
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -138,6 +139,7 @@ class BrokerProcess:
         # the PLAINTEXT one on ``port`` stays for the harness's own checks.
         self.listener_ports = {name: free_port() for name in extra_listeners}
         self.process: subprocess.Popen[bytes] | None = None
+        self.extra_env: dict[str, str] = {}  # e.g. KAFKA_OPTS, read by both kinds of broker
         self.paused = False
         self._answered_cluster_id: str | None = None
 
@@ -198,7 +200,7 @@ class BrokerProcess:
 
     def env(self) -> dict[str, str] | None:
         """The broker's environment; None inherits ours."""
-        return None
+        return {**os.environ, **self.extra_env} if self.extra_env else None
 
     def _answers_api_versions(self) -> bool:
         from protocol.messages import ApiVersionsRequest

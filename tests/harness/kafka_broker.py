@@ -101,6 +101,7 @@ class KafkaJavaBroker(BrokerProcess):
             "KAFKA_LOG4J_OPTS": f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
             "LOG_DIR": str(self.dir / "jvm-logs"),
             "EXTRA_ARGS": "-name kafkaServer",  # no -loggc: no GC log files
+            **self.extra_env,
         }
 
     def stop(self, timeout: float = 30.0) -> int | None:

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.harness.ports import free_port
@@ -58,12 +58,16 @@ class ZooKeeperServer:
     """One standalone ZooKeeper process; stop()/start() keeps its port and data (for outage tests)."""
 
     def __init__(self, base_dir: Path | None = None, port: int | None = None, host: str = "127.0.0.1",
-                 command_prefix: Sequence[str] = (), tls: tuple[Path, str, Path] | None = None) -> None:
+                 command_prefix: Sequence[str] = (), tls: tuple[Path, str, Path] | None = None,
+                 sasl_users: Mapping[str, str] | None = None) -> None:
         """``host`` and ``command_prefix`` place the server elsewhere than loopback, e.g. in a network
         namespace (``["ip", "netns", "exec", NAME]`` and that namespace's address). ``tls``: (PKCS12
         keystore, its password, PEM truststore) for a second, TLS-only port (``secure_port``) that
-        wants client certificates."""
+        wants client certificates. ``sasl_users``: the users and passwords SASL DIGEST-MD5 accepts
+        (ZooKeeper's DigestLoginModule in the JAAS file's ``Server`` context); clients that do not
+        authenticate are still served, as the world of ACLs."""
         self.tls = tls
+        self.sasl_users = dict(sasl_users or {})
         self.secure_port = free_port() if tls else None
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="zk-test-"))
@@ -107,6 +111,8 @@ class ZooKeeperServer:
                     "preAllocSize=1024",
                     "maxClientCnxns=0",
                     *self._tls_config(),
+                    *(["authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider"]
+                      if self.sasl_users else []),
                     "",
                 ]
             )
@@ -120,6 +126,14 @@ class ZooKeeperServer:
                 "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
                 f"ssl.keyStore.location={keystore}", f"ssl.keyStore.password={password}", "ssl.keyStore.type=PKCS12",
                 f"ssl.trustStore.location={truststore}", "ssl.trustStore.type=PEM", "ssl.clientAuth=need"]
+
+    def _sasl_options(self) -> list[str]:
+        if not self.sasl_users:
+            return []
+        users = " ".join(f'user_{name}="{password}"' for name, password in self.sasl_users.items())
+        jaas = self.base_dir / "zookeeper-jaas.conf"
+        jaas.write_text(f"Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required {users};\n}};\n")
+        return [f"-Djava.security.auth.login.config={jaas}"]
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the server and wait until it serves. The server dies with the thread that
@@ -141,6 +155,7 @@ class ZooKeeperServer:
             "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.jmx.log4j.disable=true",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            *self._sasl_options(),
             "-cp",
             classpath,
             "org.apache.zookeeper.server.quorum.QuorumPeerMain",

@@ -1,5 +1,6 @@
 """The broker's connection to ZooKeeper over TLS (zookeeper.ssl.*), ours and Kafka 3.9's side by
-side, against a ZooKeeper whose only port for them is TLS with client certificates required."""
+side, against a ZooKeeper whose only port for them is TLS with client certificates required; the
+certificate authenticates the broker, so zookeeper.set.acl gives its nodes x509 ACLs."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from tests.harness.broker import BrokerHarnessError, BrokerProcess
 from tests.harness.certs import PASSWORD, TestPki
 from tests.harness.kafka_broker import KafkaJavaBroker, kafka_broker_or_skip
+from tests.harness.kafka_cli import kafka_cli
 from tests.harness.zookeeper import ZooKeeperServer
 
 
@@ -36,7 +39,8 @@ def test_the_broker_keeps_its_state_in_a_zookeeper_it_reaches_over_tls(kind: str
         kafka_broker_or_skip()
     pki = TestPki(tmp_path / "pki")
     server, client = pki.issue("zookeeper", "CN=localhost"), pki.issue("broker", "CN=broker,OU=Brokers")
-    tls = {"zookeeper.ssl.client.enable": "true",
+    tls = {"zookeeper.set.acl": "true",  # the certificate authenticates the broker: Kafka's secure ACLs
+           "zookeeper.ssl.client.enable": "true",
            "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty",
            "zookeeper.ssl.keystore.location": str(client.pkcs12), "zookeeper.ssl.keystore.password": PASSWORD,
            "zookeeper.ssl.keystore.type": "PKCS12",
@@ -50,8 +54,20 @@ def test_the_broker_keeps_its_state_in_a_zookeeper_it_reaches_over_tls(kind: str
         broker = cls(connect, 0, tmp_path / "tls", tls)
         broker.start()
         try:
-            broker.create_topic("over-tls")
+            # through the broker: the world may not create topics in ZooKeeper now
+            kafka_cli(tmp_path / "cli").run("kafka-topics", ["--bootstrap-server", broker.bootstrap, "--create",
+                                                             "--topic", "over-tls", "--partitions", "1"])
+            broker.wait_for_leaders("over-tls", 1)
             _round_trip(broker, "over-tls")
+            anonymous = KazooClient(hosts=connect)
+            anonymous.start(30)
+            try:
+                acls = {(f"{acl.id.scheme}:{acl.id.id}", acl.perms)
+                        for acl in anonymous.get_acls("/brokers/topics/over-tls")[0]}
+                assert acls == {("x509:CN=broker,OU=Brokers", 31), ("world:anyone", 1)}
+            finally:
+                anonymous.stop()
+                anonymous.close()
         finally:
             broker.stop()
         # the same port without a client certificate: ZooKeeper refuses, and the broker does not start
