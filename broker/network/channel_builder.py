@@ -19,7 +19,7 @@ from typing import Any
 from broker.config import EndPoint, KafkaConfig
 from broker.config_defs import ConfigError
 from broker.security.credential_cache import CredentialCache
-from broker.security.jaas import JaasConfigError, parse_jaas_config
+from broker.security.jaas_context import server_login_modules
 from broker.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, UNSECURED_VALIDATOR_CLASS, \
     OAuthBearerServer, TokenValidator, UnsecuredValidator
 from broker.security.oauthbearer_jwks import JWKS_VALIDATOR_CLASSES, JwksSettings, JwksValidator
@@ -47,21 +47,12 @@ class ListenerSecurity:
         return KafkaPrincipal(USER_TYPE, self.principal_mapper.name(certificate_subject(certificate)))
 
 
-def jaas_config(config: KafkaConfig, listener: str, mechanism: str) -> str | None:
-    """``listener.name.<l>.<mechanism>.sasl.jaas.config``, else the broker-wide ``sasl.jaas.config``."""
-    return config.listener_value(listener, "sasl.jaas.config", mechanism)
-
-
 def _plain_users(config: KafkaConfig, listener: str) -> dict[str, str]:
-    key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
-    text = jaas_config(config, listener, PLAIN)
-    if text is None:
-        raise ConfigError(key, f"SASL/PLAIN is enabled on {listener} but no JAAS config names its users")
-    try:
-        modules = parse_jaas_config(text)
-    except JaasConfigError as exc:
-        raise ConfigError(key, str(exc)) from None
-    return {user: password for module in modules for user, password in module.users().items()}
+    found = server_login_modules(config, listener, PLAIN)
+    if found is None:
+        raise ConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config",
+                          f"SASL/PLAIN is enabled on {listener} but no JAAS config names its users")
+    return {user: password for module in found[0] for user, password in module.users().items()}
 
 
 def _oauthbearer_validator(config: KafkaConfig, listener: str) -> TokenValidator:
@@ -75,15 +66,13 @@ def _oauthbearer_validator(config: KafkaConfig, listener: str) -> TokenValidator
         return config.listener_value(listener, key, OAUTHBEARER)
 
     handler = setting("sasl.server.callback.handler.class")
-    text = jaas_config(config, listener, OAUTHBEARER)
-    if text is None:
+    found = server_login_modules(config, listener, OAUTHBEARER)
+    if found is None:
         raise ConfigError(prefix + "sasl.jaas.config",
                           f"SASL/OAUTHBEARER is enabled on {listener} but it has no JAAS config "
                           f"({OAUTHBEARER_LOGIN_MODULE} required ...;)")
-    try:
-        options = parse_jaas_config(text)[0].options
-    except JaasConfigError as exc:
-        raise ConfigError(prefix + "sasl.jaas.config", str(exc)) from None
+    modules, source = found
+    options = modules[0].options
     if handler in JWKS_VALIDATOR_CLASSES:
         url = setting("sasl.oauthbearer.jwks.endpoint.url")
         if not url:
@@ -107,7 +96,7 @@ def _oauthbearer_validator(config: KafkaConfig, listener: str) -> TokenValidator
     try:
         return UnsecuredValidator(options)
     except ValueError as exc:
-        raise ConfigError(prefix + "sasl.jaas.config", str(exc)) from None
+        raise ConfigError(source, str(exc)) from None
 
 
 def _sasl_config(config: KafkaConfig, listener: str, credentials: CredentialCache) -> SaslListenerConfig:

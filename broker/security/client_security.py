@@ -22,7 +22,7 @@ from typing import Any
 
 from broker.config import KafkaConfig
 from broker.config_defs import ConfigError
-from broker.security.jaas import JaasConfigError, parse_jaas_config
+from broker.security.jaas_context import server_login_modules
 from broker.security.oauthbearer import OAUTHBEARER, SEPARATOR, client_first_message, unsecured_token
 from broker.security.oauthbearer_login import OIDC_LOGIN_CLASSES, LoginError, OidcLogin, OidcLoginSettings
 from broker.security.sasl_mechanism import PLAIN, SaslError
@@ -96,14 +96,11 @@ class ClientSecurity:
         if not protocol.startswith("SASL_"):
             return cls(protocol, context)
         mechanism = config.get("sasl.mechanism.inter.broker.protocol")
-        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
-        text = config.listener_value(listener, "sasl.jaas.config", mechanism)
         if mechanism != PLAIN and mechanism != OAUTHBEARER and mechanism not in SCRAM_MECHANISMS:
             raise ConfigError("sasl.mechanism.inter.broker.protocol", f"SASL mechanism {mechanism} is not supported")
-        try:
-            options = parse_jaas_config(text)[0].options if text else {}
-        except JaasConfigError as exc:
-            raise ConfigError(key, str(exc)) from None
+        found = server_login_modules(config, listener, mechanism)
+        key = found[1] if found else f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        options = found[0][0].options if found else {}
         if mechanism == OAUTHBEARER:
             login_handler = config.listener_value(listener, "sasl.login.callback.handler.class", mechanism)
             if login_handler in OIDC_LOGIN_CLASSES:  # KIP-768: the identity provider's token, kept fresh

@@ -13,16 +13,15 @@ broker refuses to start unless one of the two authenticates it, with Kafka's mes
 from __future__ import annotations
 
 import os
-import shlex
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.config import KafkaConfig
-from broker.security.jaas import JaasConfigError, parse_jaas_file
+from broker.security.jaas import JaasConfigError
+from broker.security.jaas_context import LOGIN_CONFIG, jvm_system_properties, read_jaas_file
 from broker.security.ssl_factory import zookeeper_client_context
 
-LOGIN_CONFIG = "java.security.auth.login.config"
 SASL_CLIENT = "zookeeper.sasl.client"
 LOGIN_CONTEXT = "zookeeper.sasl.clientconfig"
 SERVICE_NAME = "zookeeper.sasl.client.username"
@@ -40,15 +39,9 @@ class ZooKeeperClientSecurity:
     secure_acls: bool  # zookeeper.set.acl
 
 
-def jvm_system_properties(opts: str) -> dict[str, str]:
-    """The ``-Dkey=value`` settings of a JVM command line such as ``KAFKA_OPTS``."""
-    return {key: value for key, _, value in (token[2:].partition("=") for token in shlex.split(opts)
-                                             if token.startswith("-D"))}
-
-
 def zookeeper_client_security(config: KafkaConfig,
                               environ: Mapping[str, str] = os.environ) -> ZooKeeperClientSecurity:
-    properties = jvm_system_properties(environ.get("KAFKA_OPTS", ""))
+    properties = jvm_system_properties(environ)
     sasl = zookeeper_sasl_options(properties)
     secure_acls = bool(config.get("zookeeper.set.acl"))
     if secure_acls and sasl is None and not _tls_client_auth(config):
@@ -67,8 +60,7 @@ def zookeeper_sasl_options(properties: Mapping[str, str]) -> dict[str, str] | No
         return None
     context = properties.get(LOGIN_CONTEXT, "Client")
     try:
-        with open(path.removeprefix("file:"), encoding="utf-8") as file:
-            modules = parse_jaas_file(file.read()).get(context)
+        modules = read_jaas_file(path).get(context)
     except (OSError, JaasConfigError) as exc:
         raise ZooKeeperSecurityError(f"Exception while loading Zookeeper JAAS login context "
                                      f"{_describe(properties)}: {exc}") from exc

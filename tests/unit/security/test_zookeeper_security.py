@@ -10,12 +10,8 @@ from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from broker.config import KafkaConfig
 from broker.security.jaas import JaasConfigError, parse_jaas_file
-from broker.security.zookeeper_security import (
-    ZooKeeperSecurityError,
-    jvm_system_properties,
-    zookeeper_client_security,
-    zookeeper_sasl_options,
-)
+from broker.security.jaas_context import jvm_system_properties
+from broker.security.zookeeper_security import ZooKeeperSecurityError, zookeeper_client_security, zookeeper_sasl_options
 from coordination.zk_client import default_acls
 
 DIGEST = "org.apache.zookeeper.server.auth.DigestLoginModule"
@@ -32,8 +28,8 @@ def _jaas(tmp_path: Path, text: str) -> dict[str, str]:
 
 
 def test_system_properties_come_from_the_jvm_options() -> None:
-    assert jvm_system_properties('-Xmx1g -Djava.security.auth.login.config=/etc/kafka/jaas.conf '
-                                 '"-Dzookeeper.sasl.clientconfig=Zk Client" -Dflag') == {
+    assert jvm_system_properties({"KAFKA_OPTS": '-Xmx1g -Djava.security.auth.login.config=/etc/kafka/jaas.conf '
+                                                '"-Dzookeeper.sasl.clientconfig=Zk Client" -Dflag'}) == {
         "java.security.auth.login.config": "/etc/kafka/jaas.conf", "zookeeper.sasl.clientconfig": "Zk Client",
         "flag": ""}
 
