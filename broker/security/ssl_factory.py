@@ -8,9 +8,10 @@ the old one's DN (unless ``ssl.allow.dn.changes``) and its SubjectAltNames (unle
 Connections already open keep the context they were made with, as in Kafka.
 
 Keystores: ``PEM`` (a file with the private key and certificate chain, or the inline
-``ssl.keystore.key`` / ``ssl.keystore.certificate.chain``) and ``PKCS12`` (read with
-``cryptography``); Java's ``JKS`` cannot be read here and is refused naming the key.
-Truststores: ``PEM`` (file or inline ``ssl.truststore.certificates``) and ``PKCS12``.
+``ssl.keystore.key`` / ``ssl.keystore.certificate.chain``), ``PKCS12`` (read with
+``cryptography``) and Java's ``JKS``, Kafka's default type (``java_keystore``; a PKCS12 file
+given as JKS is read, as Java reads it). Truststores: the same types, PEM also inline
+(``ssl.truststore.certificates``).
 Python's ``ssl`` loads keys only from files, so key material is passed through a private
 temporary file that is removed at once.
 """
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 from broker.config import KafkaConfig
 from broker.config_defs import ConfigError
+from broker.security.java_keystore import KeystoreError, is_jks, load_jks
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +103,27 @@ def _read(settings: SslSettings, key: str, path: str) -> bytes:
         raise ConfigError(settings.key(key), f"cannot read {path}: {exc.strerror}") from None
 
 
-def _pkcs12(settings: SslSettings, key: str, data: bytes, password: str | None) -> tuple[bytes, bytes, list[bytes]]:
-    """(PEM private key or b"", PEM certificate, PEM chain) from a PKCS12 store."""
+@dataclass(frozen=True)
+class _StoreContents:
+    key: bytes  # the PEM private key, b"" when the store has none
+    certificates: list[bytes]  # PEM: the key's chain (its own certificate first), or the trusted certificates
+    alias: str | None
+
+
+def _read_store(settings: SslSettings, kind: str, data: bytes, password: str | None) -> _StoreContents:
+    """A ``kind`` ("keystore" or "truststore") of the JKS or PKCS12 type; as Java's JKS loader (since
+    JDK 9), a PKCS12 file given as JKS is read as PKCS12."""
+    store_type = settings.keystore_type if kind == "keystore" else settings.truststore_type
+    key = f"ssl.{kind}.location"
+    if store_type == "JKS" and is_jks(data):
+        return _jks(settings, kind, data, password)
+    if store_type in ("JKS", "PKCS12"):
+        return _pkcs12(settings, key, data, password)
+    raise ConfigError(settings.key(f"ssl.{kind}.type"),
+                      f"{kind} type {store_type} is not supported; use JKS, PKCS12 or PEM")
+
+
+def _pkcs12(settings: SslSettings, key: str, data: bytes, password: str | None) -> _StoreContents:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
 
@@ -113,8 +134,36 @@ def _pkcs12(settings: SslSettings, key: str, data: bytes, password: str | None) 
     pem = serialization.Encoding.PEM
     private_key = b"" if store.key is None else store.key.private_bytes(
         pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    cert = b"" if store.cert is None else store.cert.certificate.public_bytes(pem)
-    return private_key, cert, [c.certificate.public_bytes(pem) for c in store.additional_certs]
+    own = [] if store.cert is None else [store.cert]
+    alias = None if store.cert is None else (store.cert.friendly_name or b"").decode() or None
+    return _StoreContents(private_key, [c.certificate.public_bytes(pem) for c in own + store.additional_certs], alias)
+
+
+def _jks(settings: SslSettings, kind: str, data: bytes, password: str | None) -> _StoreContents:
+    """A keystore's first private key entry (its key recovered with ``ssl.key.password``, else the
+    store password, as Kafka passes them to Java), or a truststore's certificates (Java trusts the
+    certificate entries and each key entry's own certificate)."""
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        entries = load_jks(data, password, settings.key_password, keys=kind == "keystore")
+    except KeystoreError as exc:
+        raise ConfigError(settings.key(f"ssl.{kind}.location"), f"cannot load the JKS store: {exc}") from None
+    if kind == "truststore":
+        return _StoreContents(b"", [_pem_certificate(entry.certificates[0]) for entry in entries], None)
+    entry = next((entry for entry in entries if entry.private_key is not None), None)
+    if entry is None:
+        return _StoreContents(b"", [], None)
+    key = serialization.load_der_private_key(entry.private_key, None).private_bytes(  # type: ignore[arg-type]
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return _StoreContents(key, [_pem_certificate(der) for der in entry.certificates], entry.alias)
+
+
+def _pem_certificate(der: bytes) -> bytes:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    return x509.load_der_x509_certificate(der).public_bytes(Encoding.PEM)
 
 
 def _load_keystore(context: ssl.SSLContext, settings: SslSettings) -> bool:
@@ -131,12 +180,9 @@ def _load_keystore(context: ssl.SSLContext, settings: SslSettings) -> bool:
         data = _read(settings, "ssl.keystore.location", settings.keystore_location)
         if settings.keystore_type == "PEM":
             material, password = data, settings.key_password
-        elif settings.keystore_type == "PKCS12":
-            key, cert, chain = _pkcs12(settings, "ssl.keystore.location", data, settings.keystore_password)
-            material, password = key + cert + b"".join(chain), None
         else:
-            raise ConfigError(settings.key("ssl.keystore.type"),
-                              f"keystore type {settings.keystore_type} is not supported; use PKCS12 or PEM")
+            contents = _read_store(settings, "keystore", data, settings.keystore_password)
+            material, password = contents.key + b"".join(contents.certificates), None
     else:
         return False
     if settings.keystore_type == "PEM":
@@ -167,12 +213,9 @@ def _load_truststore(context: ssl.SSLContext, settings: SslSettings, purpose: ss
         data = _read(settings, "ssl.truststore.location", settings.truststore_location)
         if settings.truststore_type == "PEM":
             cadata = data.decode("ascii", "replace")
-        elif settings.truststore_type == "PKCS12":
-            _, cert, chain = _pkcs12(settings, "ssl.truststore.location", data, settings.truststore_password)
-            cadata = (cert + b"".join(chain)).decode()
         else:
-            raise ConfigError(settings.key("ssl.truststore.type"),
-                              f"truststore type {settings.truststore_type} is not supported; use PKCS12 or PEM")
+            cadata = b"".join(_read_store(settings, "truststore", data, settings.truststore_password).certificates
+                              ).decode()
     else:
         context.load_default_certs(purpose)  # Java falls back to the JRE's cacerts
         return
@@ -271,20 +314,18 @@ class _KeystoreEntry:
 
 def _keystore_entry(settings: SslSettings) -> _KeystoreEntry | None:
     from cryptography import x509
-    from cryptography.hazmat.primitives.serialization import pkcs12
 
     alias = "kafka"  # Kafka's name for the entry of a PEM keystore
     if settings.keystore_certificate_chain:
         cert = x509.load_pem_x509_certificates(settings.keystore_certificate_chain.encode())[0]
     elif settings.keystore_location:
         data = _read(settings, "ssl.keystore.location", settings.keystore_location)
-        if settings.keystore_type == "PKCS12":
-            password = settings.keystore_password
-            store = pkcs12.load_pkcs12(data, password.encode() if password else None)
-            if store.cert is None:
+        if settings.keystore_type != "PEM":
+            contents = _read_store(settings, "keystore", data, settings.keystore_password)
+            if not contents.certificates:
                 return None
-            cert = store.cert.certificate
-            alias = (store.cert.friendly_name or b"").decode() or alias
+            cert = x509.load_pem_x509_certificate(contents.certificates[0])
+            alias = contents.alias or alias
         else:
             cert = x509.load_pem_x509_certificates(data)[0]
     else:

@@ -88,9 +88,11 @@ class TestPki:
         return files
 
     def truststore_p12(self) -> Path:
-        """The CA alone in a PKCS12 truststore (as Java's keytool would make), password PASSWORD."""
+        """The CA alone in a PKCS12 truststore as Java's keytool makes it (Java trusts only certificates
+        carrying its trust attribute), password PASSWORD."""
         path = self.dir / "truststore.p12"
         if not path.exists():
-            path.write_bytes(pkcs12.serialize_key_and_certificates(
-                None, None, None, [self.ca_cert], serialization.BestAvailableEncryption(PASSWORD.encode())))
+            path.write_bytes(pkcs12.serialize_java_truststore(
+                [pkcs12.PKCS12Certificate(self.ca_cert, b"ca")],
+                serialization.BestAvailableEncryption(PASSWORD.encode())))
         return path
