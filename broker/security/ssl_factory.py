@@ -147,16 +147,16 @@ def _jks(settings: SslSettings, kind: str, data: bytes, password: str | None) ->
 
     try:
         entries = load_jks(data, password, settings.key_password, keys=kind == "keystore")
-    except KeystoreError as exc:
+        if kind == "truststore":
+            return _StoreContents(b"", [_pem_certificate(entry.certificates[0]) for entry in entries], None)
+        entry = next((entry for entry in entries if entry.private_key is not None), None)
+        if entry is None:
+            return _StoreContents(b"", [], None)
+        key = serialization.load_der_private_key(entry.private_key, None).private_bytes(  # type: ignore[arg-type]
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        return _StoreContents(key, [_pem_certificate(der) for der in entry.certificates], entry.alias)
+    except (KeystoreError, ValueError, TypeError) as exc:  # ValueError, TypeError: a key or certificate cryptography refuses
         raise ConfigError(settings.key(f"ssl.{kind}.location"), f"cannot load the JKS store: {exc}") from None
-    if kind == "truststore":
-        return _StoreContents(b"", [_pem_certificate(entry.certificates[0]) for entry in entries], None)
-    entry = next((entry for entry in entries if entry.private_key is not None), None)
-    if entry is None:
-        return _StoreContents(b"", [], None)
-    key = serialization.load_der_private_key(entry.private_key, None).private_bytes(  # type: ignore[arg-type]
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    return _StoreContents(key, [_pem_certificate(der) for der in entry.certificates], entry.alias)
 
 
 def _pem_certificate(der: bytes) -> bytes:

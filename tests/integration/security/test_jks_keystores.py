@@ -102,3 +102,21 @@ def test_an_ssl_listener_serves_with_stores_of_kafkas_default_type(kind: str, st
         _round_trip(broker, pki, client)
     finally:
         broker.stop()
+
+
+def test_a_damaged_store_is_refused_with_a_keystore_error(tmp_path: Path) -> None:
+    """Every truncation and a sample of byte flips of a real store: KeystoreError, never another
+    exception (without the store password the digest cannot catch them)."""
+    pki = TestPki(tmp_path / "pki")
+    keystore, _ = _jks_stores(pki, pki.issue("broker", "CN=localhost"), tmp_path)
+    data = keystore.read_bytes()
+    for size in range(len(data)):
+        with pytest.raises(KeystoreError):
+            load_jks(data[:size], None, KEY_SECRET)
+    refused = 0
+    for i in range(0, len(data), 7):
+        try:
+            load_jks(data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1:], None, KEY_SECRET)
+        except KeystoreError:
+            refused += 1
+    assert refused > 0
