@@ -87,13 +87,14 @@ def parse_jaas_file(text: str) -> dict[str, list[JaasModule]]:
             return sections
         end = _closing_brace(text, match.end())
         sections[match.group(1)] = parse_jaas_config(text[match.end():end])
-        after = re.compile(r"\s*;").match(text, end + 1)
+        after = _SECTION_END.match(text, end + 1)
         if after is None:
             raise JaasConfigError(f"the login context {match.group(1)} must end with '}};'")
         pos = after.end()
 
 
 _SECTION = re.compile(r"\s*([A-Za-z0-9_.$-]+)\s*\{")
+_SECTION_END = re.compile(r"\s*;")
 
 
 def _strip_comments(text: str) -> str:
@@ -103,7 +104,8 @@ def _strip_comments(text: str) -> str:
         if char == '"' and (pos == 0 or text[pos - 1] != "\\"):
             quoted = not quoted
         elif not quoted and text.startswith("//", pos):
-            pos = text.find("\n", pos) if "\n" in text[pos:] else len(text)
+            newline = text.find("\n", pos)
+            pos = newline if newline >= 0 else len(text)
             continue
         elif not quoted and text.startswith("/*", pos):
             close = text.find("*/", pos + 2)
