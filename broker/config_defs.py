@@ -318,6 +318,12 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("password.encoder.cipher.algorithm", S, "AES/CBC/PKCS5Padding", None),
     ("password.encoder.key.length", I, 128, at_least(8)),
     ("password.encoder.iterations", I, 4096, at_least(1024)),
+    # --- delegation tokens (broker.security.delegation_token_manager)
+    ("delegation.token.secret.key", P, None, None),
+    ("delegation.token.master.key", P, None, None),  # deprecated name of the secret key
+    ("delegation.token.max.lifetime.ms", L, 604800000, at_least(1)),
+    ("delegation.token.expiry.time.ms", L, 86400000, at_least(1)),
+    ("delegation.token.expiry.check.interval.ms", L, 3600000, at_least(1)),
     # --- SASL (also per listener and mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config)
     ("sasl.enabled.mechanisms", LI, ["GSSAPI"], None),
     ("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", None),

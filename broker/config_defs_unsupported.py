@@ -1,4 +1,4 @@
-"""Kafka 3.9 broker configs of features this broker does not have: KRaft, Kerberos/OAuth, delegation tokens, tiered storage, share groups, metrics reporters,
+"""Kafka 3.9 broker configs of features this broker does not have: KRaft, Kerberos/OAuth, tiered storage, share groups, metrics reporters,
 policies.
 
 They are known keys as in Kafka (server.properties may set them; KafkaConfig warns that they have
@@ -27,11 +27,6 @@ UNSUPPORTED_CONFIGS: tuple[tuple[str, str, Any], ...] = (
     ("controller.quorum.retry.backoff.ms", "INT", 20),
     ("controller.quorum.voters", "LIST", []),
     ("create.topic.policy.class.name", "CLASS", None),
-    ("delegation.token.expiry.check.interval.ms", "LONG", 3600000),
-    ("delegation.token.expiry.time.ms", "LONG", 86400000),
-    ("delegation.token.master.key", "PASSWORD", None),
-    ("delegation.token.max.lifetime.ms", "LONG", 604800000),
-    ("delegation.token.secret.key", "PASSWORD", None),
     ("early.start.listeners", "STRING", None),
     ("eligible.leader.replicas.enable", "BOOLEAN", False),
     ("group.consumer.assignors", "LIST",

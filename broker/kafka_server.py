@@ -48,6 +48,7 @@ from broker.security.client_security import PLAINTEXT, ClientSecurity
 from broker.security.ssl_factory import SslFactory
 from broker.security.zookeeper_security import zookeeper_client_security
 from broker.security.credential_cache import CredentialCache
+from broker.security.delegation_token_manager import DelegationTokenManager
 from broker.services import BrokerServices, ConfigRepository
 from coordination.admin_zk_client import AdminZkClient
 from coordination.blocking_rpc import send_request
@@ -102,6 +103,7 @@ class KafkaServer:
         self._controller_started = False
         self.log_manager: LogManager | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
+        self._token_expiry: asyncio.Task[None] | None = None
         self.replication_quotas: ReplicationQuotas | None = None
         self.metrics_endpoint: PrometheusEndpoint | None = None
 
@@ -177,6 +179,9 @@ class KafkaServer:
         for (user, client_id), user_client_config in user_clients.items():
             quotas.update(user, client_id, user_client_config)
         auth = AuthHelper(await self._start_authorizer(zk))
+        tokens = DelegationTokenManager(config, zk)
+        await loop.run_in_executor(None, tokens.startup)  # tokens can log in from the first connection
+        credentials.delegation_tokens = tokens if tokens.enabled else None
         # The socket server makes the channel (SocketServer treats an empty given channel as absent).
         self.socket_server = SocketServer(config, api_versions=api_versions, credentials=credentials)
         for ip, ip_config in ips.items():
@@ -214,8 +219,10 @@ class KafkaServer:
             config_repository=ConfigRepository(zk), epoch_fence=ControllerEpochFence(),
             api_version_manager=api_versions,
             fetch_session_cache=FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")),
-            auth=auth, quotas=quotas,
+            auth=auth, quotas=quotas, delegation_tokens=tokens,
         )
+        if tokens.enabled:
+            self._token_expiry = loop.create_task(self._expire_tokens_periodically(tokens), name="delete-expired-tokens")
         add_partitions = AddPartitionsToTxnManager(
             broker_id, metadata_cache, config.inter_broker_listener_name,
             config.transaction_state_log_num_partitions, config.get("request.timeout.ms") / 1000,
@@ -339,6 +346,16 @@ class KafkaServer:
         self._isr_expiration = asyncio.get_running_loop().create_task(
             replica_manager.run_isr_expiration(config.get("replica.lag.time.max.ms")), name="isr-expiration")
 
+    async def _expire_tokens_periodically(self, tokens: DelegationTokenManager) -> None:
+        """Kafka's delete-expired-tokens task, every delegation.token.expiry.check.interval.ms."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(tokens.check_interval_ms / 1000)
+            try:
+                await loop.run_in_executor(None, tokens.expire_tokens)
+            except Exception:  # noqa: BLE001 - the task must outlive one failed round, as Kafka's scheduler does
+                log.exception("Uncaught exception in scheduled task 'delete-expired-tokens'")
+
     async def _stop_replication(self, replica_manager: ReplicaManager) -> None:
         if self._isr_expiration is not None:
             self._isr_expiration.cancel()
@@ -459,6 +476,11 @@ class KafkaServer:
         services.replica_manager.shutdown()
         if self.config_listener is not None:
             await loop.run_in_executor(None, self.config_listener.close)
+        if self._token_expiry is not None:
+            self._token_expiry.cancel()
+            await asyncio.gather(self._token_expiry, return_exceptions=True)
+        if services.delegation_tokens is not None:
+            await loop.run_in_executor(None, services.delegation_tokens.shutdown)
         if self.authorizer is not None:
             await loop.run_in_executor(None, self.authorizer.close)
         await loop.run_in_executor(None, services.log_manager.shutdown)

@@ -12,6 +12,7 @@ from broker.security.authorization import NO_AUTHORIZATION, AuthHelper
 if TYPE_CHECKING:
     from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from broker.admin.dynamic_broker_config import DynamicBrokerConfig
+    from broker.security.delegation_token_manager import DelegationTokenManager
     from broker.config import KafkaConfig
     from broker.coordinator.group.group_coordinator import GroupCoordinator
     from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
@@ -71,3 +72,5 @@ class BrokerServices:
     auth: AuthHelper = NO_AUTHORIZATION
     # Client quotas (byte rates, request time, controller mutations).
     quotas: QuotaManagers = field(default_factory=QuotaManagers)
+    # Delegation tokens: created, renewed, expired and described here; they log in through SCRAM.
+    delegation_tokens: DelegationTokenManager | None = None

@@ -108,7 +108,7 @@ def _sasl_config(config: KafkaConfig, listener: str, credentials: CredentialCach
             factories[mechanism] = partial(PlainServer, lambda user, password, users=users: users.get(user) == password)
         elif mechanism in SCRAM_MECHANISMS:
             factories[mechanism] = partial(ScramServer, SCRAM_MECHANISMS[mechanism],
-                                           partial(credentials.get, mechanism))
+                                           partial(credentials.get, mechanism), partial(credentials.token, mechanism))
         elif mechanism == OAUTHBEARER:
             factories[mechanism] = partial(OAuthBearerServer, _oauthbearer_validator(config, listener))
         else:

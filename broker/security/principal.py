@@ -8,7 +8,7 @@ through ``ssl.principal.mapping.rules``; SASL is ``User:<authorization id>``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 USER_TYPE = "User"
 
@@ -17,6 +17,8 @@ USER_TYPE = "User"
 class KafkaPrincipal:
     principal_type: str
     name: str
+    # Authenticated with a delegation token; not part of the principal's identity (Kafka's equals ignores it).
+    token_authenticated: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
         return f"{self.principal_type}:{self.name}"

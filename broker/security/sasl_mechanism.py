@@ -26,8 +26,9 @@ class SaslServer:
     def __init__(self) -> None:
         self.complete = False
         self.authorization_id = ""
-        # When the credential expires (ms since the epoch; OAUTHBEARER's token): it bounds the session.
+        # When the credential expires (ms since the epoch; OAUTHBEARER's or a delegation token): it bounds the session.
         self.credential_expiration_ms: int | None = None
+        self.token_authenticated = False  # SCRAM with a delegation token (``tokenauth=true``)
 
     def evaluate(self, token: bytes) -> bytes:
         raise NotImplementedError

@@ -219,7 +219,7 @@ class SaslServerAuthenticator:
     def _completed(self, server: SaslServer) -> int:
         """Set the principal and the session expiry; the session lifetime to tell the client (ms)."""
         assert self.mechanism is not None
-        self.principal = KafkaPrincipal(USER_TYPE, server.authorization_id)
+        self.principal = KafkaPrincipal(USER_TYPE, server.authorization_id, server.token_authenticated)
         self.state = SaslState.COMPLETE
         self._previous = None
         lifetime_ms = max(0, self.config.reauth_ms.get(self.mechanism, 0))

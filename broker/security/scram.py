@@ -122,16 +122,20 @@ def _match(pattern: re.Pattern[str], token: bytes, what: str) -> re.Match[str]:
 
 
 CredentialLookup = Callable[[str], "ScramCredential | None"]
+# A delegation token's login: token id -> (owner principal, token expiry ms, SCRAM credential of its HMAC)
+TokenLookup = Callable[[str], "tuple[str, int, ScramCredential] | None"]
 
 
 class ScramServer(SaslServer):
     """The broker's side of one SCRAM exchange: client-first -> server-first, client-final -> server-final."""
 
-    def __init__(self, mechanism: ScramMechanism, credentials: CredentialLookup) -> None:
+    def __init__(self, mechanism: ScramMechanism, credentials: CredentialLookup,
+                 tokens: TokenLookup | None = None) -> None:
         super().__init__()
         self.mechanism = mechanism
         self.mechanism_name = mechanism.mechanism_name
         self._credentials = credentials
+        self._tokens = tokens
         self._state = "RECEIVE_CLIENT_FIRST_MESSAGE"
         self._client_first_bare = ""
         self._server_first = ""
@@ -152,20 +156,29 @@ class ScramServer(SaslServer):
     def _client_first(self, token: bytes) -> bytes:
         match = _match(_CLIENT_FIRST, token, "client first message")
         username = _username(match["saslname"])
-        credential = self._credentials(username)
-        if credential is None:
-            raise SaslError("Authentication failed: Invalid user credentials")
-        if match["authzid"] and match["authzid"] != username:
+        extensions = dict(item.partition("=")[::2] for item in match["extensions"].split(",")[1:])
+        if extensions.get("tokenauth", "").lower() == "true":  # Kafka's ScramExtensions.tokenAuthenticated
+            found = self._tokens(username) if self._tokens is not None else None
+            if found is None:
+                raise SaslError(f"Token Authentication failed: Invalid tokenId : {username}")
+            owner, expiry_ms, credential = found
+            authorization_id = owner.partition(":")[2]
+            self.token_authenticated, self.credential_expiration_ms = True, expiry_ms
+        else:
+            credential = self._credentials(username)
+            if credential is None:
+                raise SaslError("Authentication failed: Invalid user credentials")
+            authorization_id = username
+        if match["authzid"] and match["authzid"] != authorization_id:
             raise SaslAuthenticationError(
                 "Authentication failed: Client requested an authorization id that is different from username")
         if credential.iterations < self.mechanism.min_iterations:
             raise SaslError(f"Iterations {credential.iterations} is less than the minimum "
                             f"{self.mechanism.min_iterations} for {self.mechanism_name}")
-        self.authorization_id = username
+        self.authorization_id = authorization_id
         self._credential = credential
         self._nonce = match["nonce"] + secrets.token_urlsafe(24)
-        extensions = match["extensions"]
-        self._client_first_bare = f"n={match['saslname']},r={match['nonce']}{extensions}"
+        self._client_first_bare = f"n={match['saslname']},r={match['nonce']}{match['extensions']}"
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
                               f"i={credential.iterations}")
         self._state = "RECEIVE_CLIENT_FINAL_MESSAGE"
