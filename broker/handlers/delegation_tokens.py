@@ -24,6 +24,7 @@ from protocol.messages import CreateDelegationTokenResponse, DescribeDelegationT
     ExpireDelegationTokenResponse, RenewDelegationTokenResponse
 
 ERROR_TIMESTAMP = -1
+REQUESTER_MIN_VERSION = 3  # responses name the token's requester from v3 (KIP-373)
 
 
 def _allow_token_requests(request: Request) -> bool:
@@ -42,20 +43,30 @@ def _principal(text: str) -> tuple[str, str]:
 
 def _create_response(request: Request, error: Errors, owner: KafkaPrincipal, token: TokenInformation | None = None,
                      digest: bytes = b"") -> Any:
-    requester = request.principal
-    return CreateDelegationTokenResponse(
+    return create_body(request.api_version, error, owner, request.principal, token, digest)
+
+
+def create_body(version: int, error: Errors, owner: KafkaPrincipal, requester: KafkaPrincipal,
+                token: TokenInformation | None = None, digest: bytes = b"") -> Any:
+    """The CreateDelegationToken answer at ``version`` (the requester only from v3)."""
+    response = CreateDelegationTokenResponse(
         error_code=int(error), principal_type=owner.principal_type, principal_name=owner.name,
-        token_requester_principal_type=requester.principal_type, token_requester_principal_name=requester.name,
         issue_timestamp_ms=token.issue_timestamp if token else ERROR_TIMESTAMP,
         expiry_timestamp_ms=token.expiry_timestamp if token else ERROR_TIMESTAMP,
         max_timestamp_ms=token.max_timestamp if token else ERROR_TIMESTAMP,
         token_id=token.token_id if token else "", hmac=digest, throttle_time_ms=0)
+    if version >= REQUESTER_MIN_VERSION:
+        response.token_requester_principal_type, response.token_requester_principal_name = \
+            requester.principal_type, requester.name
+    return response
 
 
 @handles(ApiKey.CREATE_DELEGATION_TOKEN)
 async def handle_create_delegation_token(services: BrokerServices, request: Request) -> Response:
     body = request.body()
     requester = request.principal
+    if body.owner_principal_name and body.owner_principal_type is None:  # Kafka's KafkaPrincipal refuses it (NPE)
+        return Response.send(request, _create_response(request, Errors.UNKNOWN_SERVER_ERROR, requester))
     owner = KafkaPrincipal(body.owner_principal_type, body.owner_principal_name) if body.owner_principal_name \
         else requester
     renewers = [KafkaPrincipal(r.principal_type, r.principal_name) for r in body.renewers]
@@ -125,17 +136,23 @@ async def handle_describe_delegation_token(services: BrokerServices, request: Re
 
 
 def _describe_response(request: Request, error: Errors, tokens: list[tuple[TokenInformation, bytes]]) -> Response:
+    return Response.send(request, describe_body(request.api_version, error, tokens))
+
+
+def describe_body(version: int, error: Errors, tokens: list[tuple[TokenInformation, bytes]]) -> Any:
+    """The DescribeDelegationToken answer at ``version`` (the requester only from v3)."""
     Described = DescribeDelegationTokenResponse.DescribedDelegationToken
     Renewer = DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer
     described = []
     for token, digest in tokens:
         owner_type, owner_name = _principal(token.owner)
         requester_type, requester_name = _principal(token.token_requester)
-        described.append(Described(
-            principal_type=owner_type, principal_name=owner_name, token_requester_principal_type=requester_type,
-            token_requester_principal_name=requester_name, issue_timestamp=token.issue_timestamp,
+        entry = Described(
+            principal_type=owner_type, principal_name=owner_name, issue_timestamp=token.issue_timestamp,
             expiry_timestamp=token.expiry_timestamp, max_timestamp=token.max_timestamp, token_id=token.token_id,
             hmac=digest, renewers=[Renewer(principal_type=t, principal_name=n)
-                                   for t, n in map(_principal, token.renewers)]))
-    return Response.send(request, DescribeDelegationTokenResponse(error_code=int(error), tokens=described,
-                                                                  throttle_time_ms=0))
+                                   for t, n in map(_principal, token.renewers)])
+        if version >= REQUESTER_MIN_VERSION:
+            entry.token_requester_principal_type, entry.token_requester_principal_name = requester_type, requester_name
+        described.append(entry)
+    return DescribeDelegationTokenResponse(error_code=int(error), tokens=described, throttle_time_ms=0)
