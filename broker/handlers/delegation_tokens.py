@@ -88,28 +88,25 @@ async def handle_create_delegation_token(services: BrokerServices, request: Requ
 
 @handles(ApiKey.RENEW_DELEGATION_TOKEN)
 async def handle_renew_delegation_token(services: BrokerServices, request: Request) -> Response:
-    body = request.body()
-    error, expiry = Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP
-    if _allow_token_requests(request):
-        tokens = services.delegation_tokens
-        assert tokens is not None
-        error, expiry = await services.pool.run_blocking(tokens.renew, str(request.principal), bytes(body.hmac),
-                                                         body.renew_period_ms)
-    return Response.send(request, RenewDelegationTokenResponse(error_code=int(error), expiry_timestamp_ms=expiry,
-                                                               throttle_time_ms=0))
+    return await _change_expiry(services, request, renew=True)
 
 
 @handles(ApiKey.EXPIRE_DELEGATION_TOKEN)
 async def handle_expire_delegation_token(services: BrokerServices, request: Request) -> Response:
+    return await _change_expiry(services, request, renew=False)
+
+
+async def _change_expiry(services: BrokerServices, request: Request, renew: bool) -> Response:
+    """Renew or expire the token the request's HMAC names; both answers are (error, expiry timestamp)."""
     body = request.body()
     error, expiry = Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP
     if _allow_token_requests(request):
         tokens = services.delegation_tokens
         assert tokens is not None
-        error, expiry = await services.pool.run_blocking(tokens.expire, str(request.principal), bytes(body.hmac),
-                                                         body.expiry_time_period_ms)
-    return Response.send(request, ExpireDelegationTokenResponse(error_code=int(error), expiry_timestamp_ms=expiry,
-                                                                throttle_time_ms=0))
+        change, period = (tokens.renew, body.renew_period_ms) if renew else (tokens.expire, body.expiry_time_period_ms)
+        error, expiry = await services.pool.run_blocking(change, str(request.principal), bytes(body.hmac), period)
+    response = RenewDelegationTokenResponse if renew else ExpireDelegationTokenResponse
+    return Response.send(request, response(error_code=int(error), expiry_timestamp_ms=expiry, throttle_time_ms=0))
 
 
 @handles(ApiKey.DESCRIBE_DELEGATION_TOKEN)
