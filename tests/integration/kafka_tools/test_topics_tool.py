@@ -54,3 +54,28 @@ def test_topic_errors(sides: SideBySide, existing: str, args: list[str], message
     failed = sides.same("kafka-topics", ["--bootstrap-server", "{bootstrap}",
                                          *(names.get(arg, arg) for arg in args)], stderr=True, ok=False)
     assert failed.returncode == 1 and message in failed.stdout + failed.stderr
+
+
+def test_describe_filters_and_conditional_options(sides: SideBySide) -> None:
+    """The options a Kafka operator reaches for besides the lifecycle: a replica assignment given by
+    hand, the describe filters (overrides, ISR conditions) and --if-exists / --if-not-exists."""
+    plain, tuned, absent = unique("plain"), unique("tuned"), unique("absent")
+    topics = ["kafka-topics", "--bootstrap-server", "{bootstrap}"]
+    sides.same(topics[0], [*topics[1:], "--create", "--topic", plain, "--replica-assignment", "0,0,0"])
+    sides.same(topics[0], [*topics[1:], "--create", "--topic", tuned, "--partitions", "2",
+                           "--config", "cleanup.policy=compact", "--config", "min.insync.replicas=2"])
+    assert sides.same(topics[0], [*topics[1:], "--create", "--topic", plain, "--if-not-exists"]).stdout == ""
+    described = sides.same(topics[0], [*topics[1:], "--describe", "--topic", plain])
+    assert [line.split("\t")[3:5] for line in described.lines()[1:]] == [["Leader: 0", "Replicas: 0"]] * 3
+    overrides = sides.same(topics[0], [*topics[1:], "--describe", "--topics-with-overrides", "--exclude-internal"],
+                           only=f"Topic: {tuned}")  # other tests' topics with overrides may be there
+    assert "Configs: min.insync.replicas=2,cleanup.policy=compact" in overrides.stdout
+    for condition, listed in (("--at-min-isr-partitions", 3), ("--under-min-isr-partitions", 0),
+                              ("--under-replicated-partitions", 0), ("--unavailable-partitions", 0)):
+        found = sides.same(topics[0], [*topics[1:], "--describe", "--topic", plain, condition])
+        assert len(found.lines()) == listed, condition
+    # min.insync.replicas=2 over one replica: every partition of the tuned topic is under it
+    assert len(sides.same(topics[0], [*topics[1:], "--describe", "--topic", tuned,
+                                      "--under-min-isr-partitions"]).lines()) == 2
+    for action in (["--describe"], ["--delete"], ["--alter", "--partitions", "4"]):
+        assert sides.same(topics[0], [*topics[1:], *action, "--topic", absent, "--if-exists"]).stdout == ""
