@@ -299,14 +299,18 @@ def _scan_compiled(batch: BytesLike, count: int, timestamps: bool, keys: bool, b
     timestamps as base + delta; None where it raises (the walk then decides)."""
     assert CompiledRecordBatch is not None
     records = CompiledRecordBatch(batch)
-    expected = list(range(base_offset, base_offset + count))
     try:
         if not (timestamps or keys):
-            return RecordScan(list(map(_OFFSET, records)) == expected, [], [])
-        fields = list(map(_OFFSET_KEY_TIMESTAMP, records))
+            offsets = list(map(_OFFSET, records))
+            fields = []
+        else:
+            fields = list(map(_OFFSET_KEY_TIMESTAMP, records))
+            offsets = [offset for offset, _, _ in fields]
     except Exception:  # noqa: BLE001 - CorruptRecordException, UnicodeDecodeError...: the walk answers
         return None
-    return RecordScan([offset for offset, _, _ in fields] == expected,
+    if len(offsets) != count:
+        return None  # a count the data does not hold: the walk answers (nothing sized by the count itself)
+    return RecordScan(offsets == list(range(base_offset, base_offset + count)),
                       [index for index, (_, key, _) in enumerate(fields) if key is None] if keys else [],
                       [(-1 if timestamp is None else timestamp) - base_timestamp for _, _, timestamp in fields]
                       if timestamps else [])

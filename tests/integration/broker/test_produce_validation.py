@@ -266,6 +266,11 @@ def test_records_whose_fields_do_not_add_up_are_invalid_records(zookeeper: ZooKe
         sent += [("a record length past an uncompressed batch", _batch_of(encode_varint(40) + good, 0)),
                  ("a record fewer than the batch says", _batch_of(encode_varint(len(good)) + good, 0, count=2)),
                  ("a record more than the batch says", _batch_of((encode_varint(len(good)) + good) * 2, 0))]
+        # a count of billions over two records: refused from the data, nothing allocated by the count
+        sent += [(f"two records said to be 2**31-1, {name}", _batch_of(
+            data if codec == CompressionType.NONE else compress(codec, data), codec, count=2**31 - 1))
+            for name, codec in (("uncompressed", CompressionType.NONE), ("lz4", CompressionType.LZ4))
+            for data in [(encode_varint(len(good)) + good) * 2]]
         answers = {name: _produce(broker, topic, batch) for name, batch in sent}
         assert {name: (Errors(entry.error_code).name, entry.base_offset, entry.log_start_offset, entry.error_message,
                        _errors(entry)) for name, entry in answers.items()} == \

@@ -8,6 +8,7 @@ pytest-timeout guards against hangs.
 from __future__ import annotations
 
 import struct
+import tracemalloc
 import zlib
 
 import pytest
@@ -15,7 +16,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.exceptions import ProtocolError
+from protocol.exceptions import MalformedRecordError, ProtocolError
 from protocol.records import batch
 from protocol.records.builder import RecordBatchBuilder, build_control_batch
 from protocol.records.compression import CompressionType, compress, decompress
@@ -27,7 +28,7 @@ from protocol.records.log_entry import (
     read_log_entry,
     validate_log_entry,
 )
-from protocol.records.record import decode_records, renumber_records, scan_records
+from protocol.records.record import decode_records, encode_record, renumber_records, scan_records
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LIMIT = 1 << 20  # small decompression bound, so a mutated length cannot allocate much
@@ -151,3 +152,19 @@ def test_decompress_mutated_streams(codec: int) -> None:
             pass
 
     run()
+
+
+@pytest.mark.parametrize("count", [1 << 24, (1 << 31) - 1])
+def test_a_record_count_the_data_does_not_hold_costs_no_memory(count: int) -> None:
+    """A produced batch's header may claim billions of records: the scan must fail on the data, never
+    allocate by the claimed count (it once built a list that long, and the kernel killed the process)."""
+    data = b"".join(encode_record(i, 0, b"k", b"v") for i in range(4))
+    tracemalloc.start()
+    try:
+        for call in (lambda: scan_records(data, count), lambda: scan_records(data, count, timestamps=True, keys=True)):
+            with pytest.raises(MalformedRecordError):
+                call()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
