@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from broker.coordinator.group.group_metadata import GroupState
 from broker.metrics.broker_topic_stats import BrokerTopicMetrics
 from broker.metrics.mbeans import MBeanFamilies
+from coordination.controller.controller_metrics import STATE_TIMERS
 
 if TYPE_CHECKING:
     from broker.network.request_handler import KafkaRequestHandlerPool
@@ -28,6 +29,7 @@ REQUEST_METRICS = "kafka.network:type=RequestMetrics"
 REPLICA_MANAGER = "kafka.server:type=ReplicaManager"
 KAFKA_CONTROLLER = "kafka.controller:type=KafkaController"
 CONTROLLER_STATS = "kafka.controller:type=ControllerStats"
+CONTROLLER_EVENT_MANAGER = "kafka.controller:type=ControllerEventManager"
 GROUP_METADATA_MANAGER = "kafka.coordinator.group:type=GroupMetadataManager"
 SESSION_EXPIRE_LISTENER = "kafka.server:type=SessionExpireListener"
 RUNNING = 3  # Kafka's BrokerState.RUNNING
@@ -194,8 +196,13 @@ class KafkaMetrics:
         families.gauge(KAFKA_CONTROLLER, "ReplicasToDeleteCount", metrics.replicas_to_delete_count)
         families.gauge(KAFKA_CONTROLLER, "TopicsIneligibleToDeleteCount", metrics.topics_ineligible_to_delete_count)
         families.meter(CONTROLLER_STATS, "UncleanLeaderElectionsPerSec", metrics.unclean_leader_elections)
-        elections = metrics.leader_election_ms
-        families.histogram(CONTROLLER_STATS, "LeaderElectionRateAndTimeMs", elections.count, elections.quantiles())
+        for state, name in STATE_TIMERS.items():
+            timer = metrics.state_times_ms[state]
+            families.histogram(CONTROLLER_STATS, name, timer.count, timer.quantiles())
+        events = controller.event_manager
+        families.gauge(CONTROLLER_EVENT_MANAGER, "EventQueueSize", events.queue_size)
+        families.histogram(CONTROLLER_EVENT_MANAGER, "EventQueueTimeMs", events.queue_time_ms.count,
+                           events.queue_time_ms.quantiles())
 
     def _group_coordinator(self, families: MBeanFamilies) -> None:
         coordinator = self.services.group_coordinator

@@ -35,6 +35,19 @@ CONTROLLER_STATES: dict[str, int] = {
     "list_partition_reassignments": 15,  # ListPartitionReassignment
 }
 
+# ControllerStats' timer of each ControllerState (Kafka's ControllerState.rateAndTimeMetricName): the
+# state's name + "RateAndTimeMs", two kept from older releases; Idle and UpdateMetadataResponseReceived
+# have none. Every timer exists from the start, as in Kafka, whether its events ever happen here.
+STATE_TIMERS: dict[int, str] = {
+    1: "ControllerChangeRateAndTimeMs", 2: "LeaderElectionRateAndTimeMs", 3: "TopicChangeRateAndTimeMs",
+    4: "TopicDeletionRateAndTimeMs", 5: "PartitionReassignmentRateAndTimeMs", 6: "AutoLeaderBalanceRateAndTimeMs",
+    7: "ManualLeaderBalanceRateAndTimeMs", 8: "ControlledShutdownRateAndTimeMs", 9: "IsrChangeRateAndTimeMs",
+    10: "LeaderAndIsrResponseReceivedRateAndTimeMs", 11: "LogDirChangeRateAndTimeMs",
+    12: "ControllerShutdownRateAndTimeMs", 13: "UncleanLeaderElectionEnableRateAndTimeMs",
+    14: "TopicUncleanLeaderElectionEnableRateAndTimeMs", 15: "ListPartitionReassignmentRateAndTimeMs",
+    17: "UpdateFeaturesRateAndTimeMs",
+}
+
 
 @dataclass
 class ControllerMetrics:
@@ -45,12 +58,19 @@ class ControllerMetrics:
     topics_to_delete_count: int = 0
     replicas_to_delete_count: int = 0
     topics_ineligible_to_delete_count: int = 0
-    # ControllerStats: UncleanLeaderElectionsPerSec, and LeaderElectionRateAndTimeMs, which Kafka
-    # times over the handling of broker changes (its ControllerState.BrokerChange).
+    # ControllerStats: UncleanLeaderElectionsPerSec, and how long the events of each state took
+    # (STATE_TIMERS; LeaderElectionRateAndTimeMs is the BrokerChange events').
     unclean_leader_elections: int = 0
-    leader_election_ms: Histogram = field(default_factory=Histogram)
+    state_times_ms: dict[int, Histogram] = field(default_factory=lambda: {state: Histogram() for state in STATE_TIMERS})
     # ControllerState: what the event thread is handling now (Idle between events), on any broker.
     state: int = IDLE
+
+    def event_processed(self, state: int, elapsed_ms: float) -> None:
+        """An event of ``state`` took ``elapsed_ms`` on the event thread (Kafka times every event
+        with a state timer, on any broker, controller or not)."""
+        timer = self.state_times_ms.get(state)
+        if timer is not None:
+            timer.update(elapsed_ms)
 
     def update(self, context: ControllerContext, active: bool) -> None:
         if not active:

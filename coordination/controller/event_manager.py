@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from coordination.errors import CoordinationError
+from coordination.histogram import Histogram
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +25,7 @@ class ControllerEvent:
     name: str
     args: tuple[Any, ...] = ()
     future: Future[Any] | None = field(default=None, compare=False)
+    enqueued_at: float = field(default=0.0, compare=False)  # monotonic seconds, set by put
 
 
 _STOP = ControllerEvent("__stop__")
@@ -33,6 +36,8 @@ class ControllerEventManager:
         self._process = process
         self._queue: queue.Queue[ControllerEvent] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        # Kafka's EventQueueTimeMs: how long each event waited in the queue (the event thread writes it).
+        self.queue_time_ms = Histogram()
 
     def start(self) -> None:
         self._thread.start()
@@ -42,7 +47,13 @@ class ControllerEventManager:
         """No event is waiting."""
         return self._queue.empty()
 
+    @property
+    def queue_size(self) -> int:
+        """Kafka's EventQueueSize: events waiting."""
+        return self._queue.qsize()
+
     def put(self, event: ControllerEvent) -> ControllerEvent:
+        event.enqueued_at = time.monotonic()
         self._queue.put(event)
         return event
 
@@ -70,6 +81,7 @@ class ControllerEventManager:
             event = self._queue.get()
             if event is _STOP:
                 return
+            self.queue_time_ms.update((time.monotonic() - event.enqueued_at) * 1000)
             try:
                 result = self._process(event)
             except CoordinationError as exc:  # an expected refusal (not controller, stale epoch...)

@@ -137,6 +137,10 @@ class KafkaController:
         return future
 
     # SessionHandler (called by the ZooKeeper client's state thread)
+    @property
+    def event_manager(self) -> ControllerEventManager:
+        return self._events
+
     def on_session_expired(self) -> None:
         # Stop acting at once: refuse requests, drop queued work and resign before anything else.
         with self._state_lock:
@@ -149,7 +153,7 @@ class KafkaController:
     def _process(self, event: ControllerEvent) -> Any:
         handler = self._handlers[event.name]
         start = time.monotonic()
-        self.metrics.state = CONTROLLER_STATES.get(event.name, IDLE)
+        state = self.metrics.state = CONTROLLER_STATES.get(event.name, IDLE)
         try:
             return handler(*event.args)
         except ControllerMovedError:
@@ -159,8 +163,7 @@ class KafkaController:
             raise NotControllerError(f"broker {self.broker_id} is no longer the controller") from None
         finally:
             self.metrics.state = IDLE
-            if event.name == "broker_change":
-                self.metrics.leader_election_ms.update((time.monotonic() - start) * 1000)
+            self.metrics.event_processed(state, (time.monotonic() - start) * 1000)
             if self._events.idle:
                 self.metrics.update(self.context, self.is_active)
 

@@ -143,6 +143,25 @@ def test_counts_equal_what_producers_and_consumers_did(cluster: MeteredCluster) 
     assert value(leader, "kafka_network_requestmetrics_totaltimems_count", request="Produce") > 0
 
 
+def test_the_controller_times_each_kind_of_event_as_kafka_does(cluster: MeteredCluster) -> None:
+    """ControllerStats' per-state timers and the event queue's metrics, on the active controller."""
+    before = cluster.scrape_all()
+    create_topic(cluster, "timed-topic", 2)
+    after = cluster.scrape_all()
+    active = [i for i, samples in enumerate(after)
+              if value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1]
+    assert len(active) == 1
+    controller, earlier = after[active[0]], before[active[0]]
+    topic_changes = "kafka_controller_controllerstats_topicchangerateandtimems_count"
+    assert value(controller, topic_changes) > value(earlier, topic_changes)
+    assert {dict(k)["quantile"] for k in matching(controller, "kafka_controller_controllerstats_topicchangerateandtimems")} \
+        == {"0.50", "0.75", "0.95", "0.98", "0.99", "0.999"}
+    for samples in after:  # every broker has every timer and the queue's metrics, as Kafka's do
+        assert ("kafka_controller_controllerstats_partitionreassignmentrateandtimems_count", frozenset()) in samples
+        assert ("kafka_controller_controllereventmanager_eventqueuesize", frozenset()) in samples
+        assert value(samples, "kafka_controller_controllereventmanager_eventqueuetimems_count") > 0
+
+
 def test_refused_records_count_as_kafka_counts_them(cluster: MeteredCluster) -> None:
     topic = "small-records"
     create_topic(cluster, topic, 1, {"max.message.bytes": "1024"})
