@@ -136,11 +136,11 @@ class KafkaController:
         self._events.put(ControllerEvent(name, args, future))
         return future
 
-    # SessionHandler (called by the ZooKeeper client's state thread)
     @property
     def event_manager(self) -> ControllerEventManager:
         return self._events
 
+    # SessionHandler (called by the ZooKeeper client's state thread)
     def on_session_expired(self) -> None:
         # Stop acting at once: refuse requests, drop queued work and resign before anything else.
         with self._state_lock:
