@@ -18,6 +18,8 @@ from typing import Any
 from protocol.exceptions import ProtocolError
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+# Internal-topic records (Kafka's coordinator-key / coordinator-value definitions); not APIs.
+RECORD_SCHEMA_DIR = SCHEMA_DIR / "records"
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -172,11 +174,11 @@ def schema_names() -> list[str]:
 
 @lru_cache(maxsize=None)
 def load_raw(name: str) -> dict[str, Any]:
-    path = SCHEMA_DIR / f"{name}.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise KeyError(f"no message definition named {name!r}") from None
+    for directory in (SCHEMA_DIR, RECORD_SCHEMA_DIR):
+        path = directory / f"{name}.json"
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+    raise KeyError(f"no message definition named {name!r}")
 
 
 @lru_cache(maxsize=None)
