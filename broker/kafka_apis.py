@@ -56,17 +56,33 @@ class KafkaApis:
             return failure_response(request, exc)
 
 
-class RegisteredApiVersionManager(ApiVersionManager):
-    """Serves only the APIs that have a registered handler, so ApiVersions never advertises more."""
+# The APIs of each group protocol that group.coordinator.rebalance.protocols can leave out.
+PROTOCOL_APIS: dict[str, frozenset[int]] = {
+    "consumer": frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}),
+}
 
-    def __init__(self, enable_unstable_last_version: bool = False) -> None:
+
+def disabled_apis(rebalance_protocols: list[str]) -> frozenset[int]:
+    """The APIs of the group protocols the broker is configured not to serve (Kafka 4's rule)."""
+    return frozenset().union(*(apis for protocol, apis in PROTOCOL_APIS.items() if protocol not in rebalance_protocols))
+
+
+class RegisteredApiVersionManager(ApiVersionManager):
+    """Serves only the APIs that have a registered handler and are not switched off, so ApiVersions
+    never advertises more."""
+
+    def __init__(self, enable_unstable_last_version: bool = False, disabled: frozenset[int] = frozenset()) -> None:
         super().__init__(enable_unstable_last_version)
+        self.disabled = disabled
+
+    def _served(self, api_key: int) -> bool:
+        return api_key in HANDLERS and api_key not in self.disabled
 
     def version_range(self, api_key: int) -> tuple[int, int] | None:
-        return super().version_range(api_key) if api_key in HANDLERS else None
+        return super().version_range(api_key) if self._served(api_key) else None
 
     def is_api_enabled(self, api_key: int, api_version: int) -> bool:
-        return api_key in HANDLERS and super().is_api_enabled(api_key, api_version)
+        return self._served(api_key) and super().is_api_enabled(api_key, api_version)
 
     def enabled_apis(self) -> list[tuple[ApiKey, int, int]]:
-        return [entry for entry in super().enabled_apis() if entry[0] in HANDLERS]
+        return [entry for entry in super().enabled_apis() if self._served(entry[0])]

@@ -21,12 +21,13 @@ from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.admin import dynamic_broker_config
 from broker.config import KafkaConfig
 from broker.config_defs import ConfigError, parse_http_listener
+from broker.coordinator.consumer.consumer_group_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupConfig
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from broker.coordinator.transaction.transaction_state_manager import TransactionConfig
 from broker.fetch_session import FetchSessionCache
-from broker.kafka_apis import KafkaApis, RegisteredApiVersionManager
+from broker.kafka_apis import KafkaApis, RegisteredApiVersionManager, disabled_apis
 from broker.metadata_cache import MetadataCache
 from broker.metrics.consumer_lag import ConsumerLag
 from broker.metrics.kafka_metrics import KafkaMetrics, LoopIdleMeter
@@ -164,7 +165,8 @@ class KafkaServer:
         self.log_manager = log_manager
 
         handlers.load_all()
-        api_versions = RegisteredApiVersionManager(config.unstable_api_versions_enable)
+        api_versions = RegisteredApiVersionManager(config.unstable_api_versions_enable,
+                                                   disabled_apis(config.get("group.coordinator.rebalance.protocols")))
         # SCRAM credentials and client quotas are in memory before the first connection can use them.
         credentials = CredentialCache()
         quotas = self.quotas = QuotaManagers(config.get("quota.window.num"), config.get("quota.window.size.seconds"),
@@ -233,6 +235,9 @@ class KafkaServer:
                                              metadata_cache, pool.run_blocking)
         replica_manager.leadership_listeners.append(group_coordinator.on_leadership_change)
         self.services.group_coordinator = group_coordinator
+        if "consumer" in config.get("group.coordinator.rebalance.protocols"):
+            self.services.consumer_group_coordinator = ConsumerGroupCoordinator(
+                group_coordinator, ConsumerGroupConfig.from_broker_config(config), metadata_cache)
         group_coordinator.startup()
         transaction_coordinator = TransactionCoordinator(
             broker_id, TransactionConfig.from_broker_config(config), replica_manager, metadata_cache,

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from broker.admin.dynamic_broker_config import DynamicBrokerConfig
     from broker.security.delegation_token_manager import DelegationTokenManager
     from broker.config import KafkaConfig
+    from broker.coordinator.consumer.consumer_group_coordinator import ConsumerGroupCoordinator
     from broker.coordinator.group.group_coordinator import GroupCoordinator
     from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from broker.metadata_cache import MetadataCache
@@ -62,6 +63,8 @@ class BrokerServices:
     broker_epoch: int = -1
     # The classic group coordinator (set at startup; None until then).
     group_coordinator: GroupCoordinator | None = None
+    # KIP-848 consumer groups (None when group.coordinator.rebalance.protocols leaves out "consumer").
+    consumer_group_coordinator: ConsumerGroupCoordinator | None = None
     # The transaction coordinator (set at startup; None until then).
     transaction_coordinator: TransactionCoordinator | None = None
     # The live, layered broker config (static + dynamic from ZooKeeper), set at startup.

@@ -1,9 +1,14 @@
-"""DescribeGroups (v0-5), ListGroups (v0-5) and DeleteGroups (v0-2) for classic groups."""
+"""DescribeGroups (v0-6), ListGroups (v0-5) and DeleteGroups (v0-2).
+
+DescribeGroups describes classic groups only, as Kafka 4.2: a KIP-848 consumer group (described by
+ConsumerGroupDescribe) and an unknown group are GROUP_ID_NOT_FOUND from v6 (KIP-1043) and a Dead
+group without members below it, which is what Kafka 3.9's tools then show."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.coordinator.group.group_metadata import GroupState
 from broker.coordinator.group.group_operations import delete_groups, describe_group, list_groups
 from broker.handlers import handles
 from broker.handlers._group_support import group_coordinator
@@ -14,13 +19,18 @@ from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
-CLASSIC_GROUP_TYPE = "classic"
 D = DescribeGroupsResponse
 
 
-def _failed_group(group_id: str, error: Errors) -> Any:
-    return D.DescribedGroup(error_code=int(error), group_id=group_id, group_state="", protocol_type="",
-                            protocol_data="", members=[])
+def _failed_group(group_id: str, error: Errors, message: str | None = None, state: str = "") -> Any:
+    return D.DescribedGroup(error_code=int(error), error_message=message, group_id=group_id, group_state=state,
+                            protocol_type="", protocol_data="", members=[])
+
+
+def _not_found(group_id: str, message: str, version: int) -> Any:
+    if version >= 6:
+        return _failed_group(group_id, Errors.GROUP_ID_NOT_FOUND, message)
+    return _failed_group(group_id, Errors.NONE, state=GroupState.DEAD.value)
 
 
 def describe_error_response(request: Request, error: Errors) -> D:
@@ -40,6 +50,13 @@ async def handle_describe_groups(services: BrokerServices, request: Request) -> 
             groups.append(_failed_group(group_id, Errors.GROUP_AUTHORIZATION_FAILED))
             continue
         error, summary = describe_group(coordinator, group_id)
+        entry = coordinator.manager.get_group(group_id)
+        if error is Errors.NONE and entry is not None and entry.consumer_group is not None:
+            groups.append(_not_found(group_id, f"Group {group_id} is not a classic group.", version))
+            continue
+        if error is Errors.NONE and entry is None and version >= 6:
+            groups.append(_not_found(group_id, f"Group {group_id} not found.", version))
+            continue
         described = D.DescribedGroup(
             error_code=int(error), group_id=group_id, group_state=summary.state,
             protocol_type=summary.protocol_type, protocol_data=summary.protocol,
@@ -62,8 +79,8 @@ async def handle_list_groups(services: BrokerServices, request: Request) -> Resp
     states = list(body.states_filter) if version >= 4 else []
     types = {t.lower() for t in body.types_filter} if version >= 5 else set()
     error, groups = list_groups(group_coordinator(services), states)
-    if types and CLASSIC_GROUP_TYPE not in types:
-        groups = []
+    if types:
+        groups = [g for g in groups if g.group_type in types]
     auth = services.auth
     if not auth.authorize_cluster(request, AclOperation.DESCRIBE, log_if_denied=False):
         # Without DESCRIBE on the cluster, only the groups the request may DESCRIBE (as Kafka).
@@ -72,11 +89,11 @@ async def handle_list_groups(services: BrokerServices, request: Request) -> Resp
         groups = [g for g in groups if g.group_id in described]
     listed = []
     for group in groups:
-        fields: dict[str, Any] = {"group_state": group.state.value} if version >= 4 else {}
+        fields: dict[str, Any] = {"group_state": group.state_name} if version >= 4 else {}
         if version >= 5:
-            fields["group_type"] = CLASSIC_GROUP_TYPE
-        listed.append(ListGroupsResponse.ListedGroup(group_id=group.group_id,
-                                                     protocol_type=group.protocol_type or "", **fields))
+            fields["group_type"] = group.group_type
+        protocol_type = "consumer" if group.consumer_group is not None else group.protocol_type or ""
+        listed.append(ListGroupsResponse.ListedGroup(group_id=group.group_id, protocol_type=protocol_type, **fields))
     extra: dict[str, Any] = {"throttle_time_ms": 0} if version >= 1 else {}
     return Response.send(request, ListGroupsResponse(error_code=int(error), groups=listed, **extra))
 

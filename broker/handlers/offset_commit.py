@@ -59,7 +59,7 @@ async def handle_offset_commit(services: BrokerServices, request: Request) -> Re
         stored = await commit_offsets(
             coordinator, body.group_id, body.member_id if version >= 1 else UNKNOWN_MEMBER_ID,
             body.group_instance_id if version >= 7 else None,
-            body.generation_id_or_member_epoch if version >= 1 else NO_GENERATION, offsets)
+            body.generation_id_or_member_epoch if version >= 1 else NO_GENERATION, offsets, version)
         return {**errors, **stored}
 
     return respond_later(services, request, commit(), lambda result: _response(request, result))

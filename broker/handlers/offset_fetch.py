@@ -58,7 +58,8 @@ def error_response(request: Request, error: Errors) -> R:
 
 
 def _fetch(services: BrokerServices, request: Request, group_id: str, require_stable: bool,
-           requested: list[TopicPartition] | None) -> tuple[Errors, dict[TopicPartition, OffsetFetchEntry]]:
+           requested: list[TopicPartition] | None, member: tuple[str | None, int] = (None, -1)
+           ) -> tuple[Errors, dict[TopicPartition, OffsetFetchEntry]]:
     """Kafka's checks around the fetch: DESCRIBE on the group, and offsets only of topics the
     request may DESCRIBE (the others answer TOPIC_AUTHORIZATION_FAILED, or are left out of "all")."""
     auth = services.auth
@@ -66,13 +67,13 @@ def _fetch(services: BrokerServices, request: Request, group_id: str, require_st
         return Errors.GROUP_AUTHORIZATION_FAILED, {}
     coordinator = group_coordinator(services)
     if requested is None:
-        error, entries = fetch_offsets(coordinator, group_id, require_stable, None)
+        error, entries = fetch_offsets(coordinator, group_id, require_stable, None, *member)
         described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, entries,
                                            lambda tp: tp[0], log_if_denied=False)
         return error, {tp: entry for tp, entry in entries.items() if tp[0] in described}
     described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, requested, lambda tp: tp[0])
     error, entries = fetch_offsets(coordinator, group_id, require_stable,
-                                   [tp for tp in requested if tp[0] in described])
+                                   [tp for tp in requested if tp[0] in described], *member)
     denied: OffsetFetchEntry = (-1, -1, "", Errors.TOPIC_AUTHORIZATION_FAILED)
     return error, {**entries, **{tp: denied for tp in requested if tp[0] not in described}}
 
@@ -85,7 +86,9 @@ async def handle_offset_fetch(services: BrokerServices, request: Request) -> Res
     if version >= 8:
         groups = []
         for group in body.groups:
-            error, entries = _fetch(services, request, group.group_id, require_stable, _requested(group.topics))
+            member = (group.member_id, group.member_epoch) if version >= 9 else (None, -1)
+            error, entries = _fetch(services, request, group.group_id, require_stable, _requested(group.topics),
+                                    member)
             groups.append(_group(group.group_id, error, entries))
         return Response.send(request, R(throttle_time_ms=0, groups=groups))
     requested = _requested(body.topics)

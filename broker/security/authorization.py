@@ -62,7 +62,8 @@ REQUEST_PERMISSIONS: dict[ApiKey, RequiredPermission] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(AclOperation.DESCRIBE_CONFIGS),
     ApiKey.ALTER_CLIENT_QUOTAS: _cluster(AclOperation.ALTER_CONFIGS),
     **{api: _group(AclOperation.READ) for api in (
-        ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT)},
+        ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT)},
     ApiKey.OFFSET_DELETE: _group(AclOperation.DELETE),
     ApiKey.END_TXN: _transactional_id(AclOperation.WRITE),
 }

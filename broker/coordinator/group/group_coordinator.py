@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.coordinator.consumer import consumer_group_records as consumer_records
 from broker.coordinator.group.group_metadata import (
     UNKNOWN_MEMBER_ID,
     GroupMetadata,
@@ -31,6 +32,7 @@ from broker.coordinator.group.group_metadata_manager import (
     GroupMetadataManager,
     RunBlocking,
 )
+from protocol import consumer_offsets_records as records
 from protocol.errors import Errors
 
 if TYPE_CHECKING:
@@ -86,6 +88,10 @@ class GroupCoordinator:
         self._sync_timers: dict[str, tuple[GroupMetadata, asyncio.TimerHandle]] = {}
         self._pending_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Told of every group loaded or unloaded with a __consumer_offsets partition (the KIP-848
+        # coordinator keeps the timers of the consumer groups among them).
+        self.group_loaded_listeners: list[Callable[[GroupMetadata], None]] = []
+        self.group_unloaded_listeners: list[Callable[[GroupMetadata], None]] = []
 
     # --- metrics ----------------------------------------------------------------------------------
     def delayed_heartbeats(self) -> int:
@@ -150,7 +156,13 @@ class GroupCoordinator:
         (Kafka's scheduleHandleTxnCompletion; here on the loop, before WriteTxnMarkers answers)."""
         self.manager.handle_txn_completion(producer_id, offsets_partitions, is_commit)
 
+    def classic_group_tombstone(self, group_id: str) -> tuple[bytes, None]:
+        """The record deleting a classic group's metadata (when it becomes a consumer group)."""
+        return records.encode_key(records.GroupMetadataKey(group_id)), None
+
     def _on_group_loaded(self, group: GroupMetadata) -> None:
+        for listener in self.group_loaded_listeners:
+            listener(group)
         log.info("Loading group metadata for %s with generation %d", group.group_id, group.generation_id)
         for member in group.members.values():
             self._schedule_heartbeat(group, member)
@@ -158,6 +170,8 @@ class GroupCoordinator:
             self._prepare_rebalance(group, f"Freshly-loaded group is over capacity ({self.config.max_size})")
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
+        for listener in self.group_unloaded_listeners:
+            listener(group)
         previous = group.state
         group.transition_to(S.DEAD)
         self._cancel_join_wait(group)
@@ -207,6 +221,10 @@ class GroupCoordinator:
             group = self.manager.add_group(GroupMetadata(group_id))
         if group.is_in(S.DEAD):
             return fail(Errors.COORDINATOR_NOT_AVAILABLE)
+        if group.consumer_group is not None:
+            if not group.consumer_group.is_empty:  # classic members inside a consumer group: not served
+                return fail(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            self._drop_consumer_group(group)
         if not self._accept_joining_member(group, member_id):
             if group.remove(member_id) is not None and group.is_in(S.PREPARING_REBALANCE):
                 self._try_complete_join(group)
@@ -222,6 +240,15 @@ class GroupCoordinator:
         if group.is_in(S.PREPARING_REBALANCE):
             self._try_complete_join(group)
         return future
+
+    def _drop_consumer_group(self, group: GroupMetadata) -> None:
+        """An empty KIP-848 group becomes a classic one on a classic join (its offsets stay)."""
+        consumer = group.consumer_group
+        assert consumer is not None
+        group.consumer_group = None
+        consumer.mark_dead()
+        log.info("Converted the empty consumer group %s to a classic group", group.group_id)
+        self._spawn(self.manager.append_records(group.group_id, consumer_records.group_tombstones(consumer)))
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         if group.state in (S.EMPTY, S.DEAD):

@@ -13,8 +13,13 @@ import enum
 import struct
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 from protocol.errors import Errors
 from storage.clock import now_ms
+
+if TYPE_CHECKING:
+    from broker.coordinator.consumer.consumer_group import ConsumerGroup
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
@@ -167,6 +172,19 @@ class GroupMetadata:
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
         # producer id -> its transactional commits, visible once a COMMIT marker is written
         self.pending_txn_offset_commits: dict[int, dict[TopicPartition, PendingTxnOffset]] = {}
+        # Set when the group uses KIP-848's consumer protocol: its membership lives there, and this
+        # entry keeps only its offsets (the classic state stays Empty).
+        self.consumer_group: ConsumerGroup | None = None
+
+    @property
+    def state_name(self) -> str:
+        """The state ListGroups reports: the consumer group's for a KIP-848 group."""
+        return self.state.value if self.consumer_group is None else self.consumer_group.state.value
+
+    @property
+    def group_type(self) -> str:
+        """ListGroups' and DescribeGroups' type: "consumer" (KIP-848) or "classic"."""
+        return "classic" if self.consumer_group is None else "consumer"
 
     def __repr__(self) -> str:
         return f"GroupMetadata({self.group_id!r}, {self.state.value}, generation={self.generation_id})"
@@ -440,7 +458,11 @@ class GroupMetadata:
             return current_ms - (offset.commit_timestamp if base is None else base) >= retention_ms
 
         subscribed: set[str] = set()
-        if self.protocol_type is not None and self.is_in(GroupState.EMPTY):
+        consumer = self.consumer_group
+        if consumer is not None:
+            base = consumer.state_timestamp if consumer.is_empty else None
+            subscribed = set() if consumer.is_empty else consumer.subscribed_topic_names()
+        elif self.protocol_type is not None and self.is_in(GroupState.EMPTY):
             base = self.state_timestamp
         elif self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.subscribed_topics is not None \
                 and self.is_in(GroupState.STABLE):

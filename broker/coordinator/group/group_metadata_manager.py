@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from broker.coordinator.consumer import consumer_group_records as consumer_records
 from broker.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -172,6 +173,7 @@ class LoadedPartition:
     offsets: dict[str, dict[TopicPartition, CommitRecord | None]] = field(default_factory=dict)
     groups: dict[str, records.GroupMetadataValue | None] = field(default_factory=dict)
     pending: dict[int, dict[tuple[str, TopicPartition], CommitRecord]] = field(default_factory=dict)
+    consumer_groups: consumer_records.ConsumerGroupReplay = field(default_factory=consumer_records.ConsumerGroupReplay)
 
     def apply(self, buf: bytes) -> None:
         """Replay the whole batches in ``buf``."""
@@ -182,7 +184,11 @@ class LoadedPartition:
             pending = self.pending.setdefault(header.producer_id, {}) \
                 if getattr(header, "is_transactional", False) else None
             for record in decode_entry_records(buf, pos):
-                if record.key is None or not records.is_classic_group_key(record.key):
+                if record.key is None:
+                    continue
+                if not records.is_classic_group_key(record.key):
+                    if consumer_records.record_type(record.key) in consumer_records.RECORD_TYPES:
+                        self.consumer_groups.apply(record.key, record.value)
                     continue
                 key = records.decode_key(record.key)
                 if isinstance(key, records.OffsetCommitKey):
@@ -215,6 +221,9 @@ class LoadedPartition:
         for group_id, value in self.groups.items():
             if value is not None:
                 built[group_id] = group_from_value(group_id, value)
+        for consumer_group in self.consumer_groups.build():
+            entry = built.setdefault(consumer_group.group_id, GroupMetadata(consumer_group.group_id))
+            entry.consumer_group = consumer_group
         pending_by_group: dict[str, dict[int, dict[TopicPartition, PendingTxnOffset]]] = {}
         for producer_id, commits in self.pending.items():
             for (group_id, tp), (offset, record_offset) in commits.items():
@@ -366,6 +375,10 @@ class GroupMetadataManager:
             return Errors[exc.error_name], -1
         return Errors.NONE, info.first_offset
 
+    async def append_records(self, group_id: str, entries: Iterable[tuple[bytes, bytes | None]]) -> tuple[Errors, int]:
+        """Append one batch of the group's records (a consumer group's) and wait for the ISR."""
+        return await self._append(group_id, self._batch(entries))
+
     async def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> Errors:
         key = records.encode_key(records.GroupMetadataKey(group.group_id))
         value = records.encode_group_metadata_value(group_metadata_value(group, assignment))
@@ -441,7 +454,8 @@ class GroupMetadataManager:
         tasks = []
         for group in groups:
             removed = selector(group)
-            if group.is_in(GroupState.EMPTY) and not group.has_offsets:
+            consumer = group.consumer_group
+            if group.is_in(GroupState.EMPTY) and not group.has_offsets and (consumer is None or consumer.is_empty):
                 log.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
                 group.transition_to(GroupState.DEAD)
             entries: list[tuple[bytes, bytes | None]] = [
@@ -450,6 +464,9 @@ class GroupMetadataManager:
                 del self.groups[group.group_id]
                 if group.generation_id > 0:  # generation 0: the group only ever stored offsets
                     entries.append((records.encode_key(records.GroupMetadataKey(group.group_id)), None))
+                if consumer is not None:
+                    consumer.mark_dead()
+                    entries += consumer_records.group_tombstones(consumer)
             if entries and self.is_coordinator_for_group(group.group_id):
                 tasks.append(asyncio.get_running_loop().create_task(
                     self._append_tombstones(group.group_id, self._batch(entries))))

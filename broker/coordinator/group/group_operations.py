@@ -23,7 +23,7 @@ from broker.coordinator.group.group_metadata import (
     UNKNOWN_MEMBER_ID,
 )
 from broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC, offset_store_error
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaApiError
 from protocol.records.batch import NO_SEQUENCE
 from storage.producer_state import SENTINEL_GUARD
 
@@ -57,9 +57,10 @@ def _validate_offset_commit(group: GroupMetadata, generation_id: int, member_id:
 
 
 async def commit_offsets(coordinator: GroupCoordinator, group_id: str, member_id: str, group_instance_id: str | None,
-                         generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
+                         generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], api_version: int = 9
                          ) -> dict[TopicPartition, Errors]:
-    """Generation-checked commit; a simple consumer (generation -1, no member id) needs no membership."""
+    """Generation-checked commit; a simple consumer (generation -1, no member id) needs no membership.
+    A KIP-848 group checks the member epoch instead (``generation_id`` carries it from v9)."""
     def every(error: Errors) -> dict[TopicPartition, Errors]:
         return {tp: error for tp in offsets}
 
@@ -72,6 +73,12 @@ async def commit_offsets(coordinator: GroupCoordinator, group_id: str, member_id
         if generation_id >= 0:  # a commit from an older generation of a group that is gone
             return every(Errors.ILLEGAL_GENERATION)
         group = manager.add_group(GroupMetadata(group_id))
+    if group.consumer_group is not None:
+        try:
+            group.consumer_group.validate_offset_commit(member_id, generation_id, api_version)
+        except KafkaApiError as exc:
+            return every(exc.error)
+        return await manager.store_offsets(group, offsets)
     error = _validate_offset_commit(group, generation_id, member_id, group_instance_id)
     if error is not None:
         return every(error)
@@ -102,22 +109,35 @@ async def commit_transactional_offsets(
         transactional_id, producer_id, producer_epoch, {offsets_partition: NO_SEQUENCE}, operation)
     if offsets_partition in errors:
         return every(offset_store_error(errors[offsets_partition]))
-    error = _validate_offset_commit(group, generation_id, member_id, group_instance_id, transactional=True)
-    if error is not None:
-        return every(error)
+    if group.consumer_group is not None:
+        try:
+            group.consumer_group.validate_offset_commit(member_id, generation_id, 9, transactional=True)
+        except KafkaApiError as exc:
+            return every(exc.error)
+    else:
+        error = _validate_offset_commit(group, generation_id, member_id, group_instance_id, transactional=True)
+        if error is not None:
+            return every(error)
     return await manager.store_offsets(group, offsets, producer_id, producer_epoch,
                                        guards.get(offsets_partition, SENTINEL_GUARD))
 
 
 def fetch_offsets(coordinator: GroupCoordinator, group_id: str, require_stable: bool,
-                  partitions: list[TopicPartition] | None) -> tuple[Errors, dict[TopicPartition, OffsetFetchEntry]]:
-    """Committed offsets (all of the group's when ``partitions`` is None); -1 where none is committed."""
+                  partitions: list[TopicPartition] | None, member_id: str | None = None, member_epoch: int = -1
+                  ) -> tuple[Errors, dict[TopicPartition, OffsetFetchEntry]]:
+    """Committed offsets (all of the group's when ``partitions`` is None); -1 where none is committed.
+    A KIP-848 member fetching (v9: with its member id and epoch) must be at its current epoch."""
     error = coordinator.validate_group_status(group_id, allow_empty_id=True)
     if error is not None:
         return error, {}
     group = coordinator.manager.get_group(group_id)
     if group is None or group.is_in(S.DEAD):
         return Errors.NONE, {tp: NO_OFFSET for tp in partitions or []}
+    if group.consumer_group is not None:
+        try:
+            group.consumer_group.validate_offset_fetch(member_id, member_epoch)
+        except KafkaApiError as exc:
+            return exc.error, {}
     result: dict[TopicPartition, OffsetFetchEntry] = {}
     for tp in (partitions if partitions is not None else list(group.offsets)):
         if require_stable and group.has_pending_offset_commits(tp):
@@ -151,7 +171,7 @@ def list_groups(coordinator: GroupCoordinator, states: list[str]) -> tuple[Error
     manager = coordinator.manager
     error = Errors.COORDINATOR_LOAD_IN_PROGRESS if manager.is_loading() else Errors.NONE
     wanted = {s.lower() for s in states}
-    return error, [g for g in manager.current_groups() if not wanted or g.state.value.lower() in wanted]
+    return error, [g for g in manager.current_groups() if not wanted or g.state_name.lower() in wanted]
 
 
 def delete_groups(coordinator: GroupCoordinator, group_ids: list[str]) -> dict[str, Errors]:
@@ -167,7 +187,7 @@ def delete_groups(coordinator: GroupCoordinator, group_ids: list[str]) -> dict[s
         if group is None or group.is_in(S.DEAD):
             errors[group_id] = Errors.GROUP_ID_NOT_FOUND if manager.group_not_exists(group_id) \
                 else Errors.NOT_COORDINATOR
-        elif group.is_in(S.EMPTY):
+        elif group.is_in(S.EMPTY) and (group.consumer_group is None or group.consumer_group.is_empty):
             group.transition_to(S.DEAD)
             eligible.append(group)
         else:

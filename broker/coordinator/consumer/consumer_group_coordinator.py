@@ -1,0 +1,445 @@
+"""ConsumerGroupHeartbeat and its timers: the KIP-848 half of Kafka's GroupMetadataManager.
+
+A heartbeat is handled in Kafka's three steps: (1) create or update the member, bumping the
+group epoch when its subscription changed; (2) compute a new target assignment with the
+group's server-side assignor when the group epoch passed the assignment epoch; (3) reconcile the
+member towards its part of the target (``current_assignment_builder``). The changes are applied
+to the in-memory group at once and written to ``__consumer_offsets`` as Kafka's records; the
+answer goes out once the write is replicated. A member that stops heartbeating for its session
+timeout, or keeps partitions past its rebalance timeout, is fenced: removed, and the group epoch
+bumped so the others take over its partitions.
+
+Consumer groups live in the classic coordinator's ``__consumer_offsets`` partitions and share
+their offsets store: a ``GroupMetadata`` entry whose ``consumer_group`` is set is a consumer group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from broker.coordinator.consumer import consumer_group_records as records
+from broker.coordinator.consumer.assignors import MemberSubscription, configured_assignors
+from broker.coordinator.consumer.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+)
+from broker.coordinator.consumer.current_assignment_builder import OwnedPartitions, reconcile
+from broker.coordinator.consumer.topic_subscriptions import compile_regex, metadata_hash, resolve_regex, topic_layout
+from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
+from broker.coordinator.group.group_metadata_manager import group_store_error
+from protocol.errors import Errors, KafkaApiError
+from storage.clock import now_ms
+
+if TYPE_CHECKING:
+    from broker.coordinator.group.group_coordinator import GroupCoordinator
+    from broker.metadata_cache import MetadataCache
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    """The broker's group.consumer.* settings (Kafka's GroupCoordinatorConfig)."""
+
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 5000
+    max_size: int = 2**31 - 1
+    assignors: tuple[str, ...] = ("uniform", "range")
+    migration_policy: str = "bidirectional"
+
+    @classmethod
+    def from_broker_config(cls, config: Any) -> ConsumerGroupConfig:
+        return cls(
+            session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
+            heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
+            max_size=config.get("group.consumer.max.size"),
+            assignors=tuple(configured_assignors(config.get("group.consumer.assignors"))),
+            migration_policy=config.get("group.consumer.migration.policy"),
+        )
+
+
+@dataclass(frozen=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    owned: OwnedPartitions
+    client_id: str
+    client_host: str
+    version: int
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: Assignment | None
+
+
+class ConsumerGroupCoordinator:
+    def __init__(self, classic: GroupCoordinator, config: ConsumerGroupConfig, metadata_cache: MetadataCache) -> None:
+        self.classic = classic
+        self.manager = classic.manager
+        self.config = config
+        self.metadata_cache = metadata_cache
+        self.assignors = configured_assignors(list(config.assignors))
+        self._session_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._rebalance_timers: dict[tuple[str, str], tuple[int, asyncio.TimerHandle]] = {}
+        classic.group_loaded_listeners.append(self._on_group_loaded)
+        classic.group_unloaded_listeners.append(self._on_group_unloaded)
+
+    # --- per-group settings --------------------------------------------------------------------------
+    def session_timeout_ms(self, group: ConsumerGroup) -> int:
+        return int(group.config_overrides.get("consumer.session.timeout.ms", self.config.session_timeout_ms))
+
+    def heartbeat_interval_ms(self, group: ConsumerGroup) -> int:
+        return int(group.config_overrides.get("consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms))
+
+    # --- validation ----------------------------------------------------------------------------------
+    def _validate(self, r: HeartbeatRequest) -> None:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, in its order."""
+        def invalid(message: str) -> KafkaApiError:
+            return KafkaApiError(Errors.INVALID_REQUEST, message)
+
+        if not r.group_id:
+            raise invalid("GroupId can't be empty.")
+        if r.instance_id == "":
+            raise invalid("InstanceId can't be empty.")
+        if r.rack_id == "":
+            raise invalid("RackId can't be empty.")
+        if r.version >= 1 and not r.member_id:
+            raise invalid("MemberId can't be empty.")
+        if r.member_epoch > 0 or r.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if not r.member_id:
+                raise invalid("MemberId can't be empty.")
+        elif r.member_epoch == 0:
+            if r.rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if r.owned is None or r.owned:
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
+                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+        elif r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if not r.member_id:
+                raise invalid("MemberId can't be empty.")
+            if r.instance_id is None:
+                raise invalid("InstanceId can't be null.")
+        else:
+            raise invalid("MemberEpoch is invalid.")
+        if r.server_assignor is not None and r.server_assignor not in self.assignors:
+            raise KafkaApiError(Errors.UNSUPPORTED_ASSIGNOR,
+                                f"ServerAssignor {r.server_assignor} is not supported. Supported assignors: "
+                                f"{', '.join(self.assignors)}.")
+        if r.subscribed_topic_regex:
+            compile_regex(r.subscribed_topic_regex)
+
+    def _group(self, group_id: str, create: bool) -> tuple[GroupMetadata, ConsumerGroup, list[records.Record]]:
+        """The consumer group, created (or converted from an empty classic group) when ``create``."""
+        error = self.classic.validate_group_status(group_id)
+        if error is not None:
+            raise KafkaApiError(error)
+        entry = self.manager.get_group(group_id)
+        written: list[records.Record] = []
+        if entry is not None and entry.consumer_group is not None and not entry.is_in(GroupState.DEAD):
+            return entry, entry.consumer_group, written
+        if not create:
+            raise KafkaApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if entry is not None and not entry.is_in(GroupState.DEAD):
+            if entry.members or entry.pending_members:
+                raise KafkaApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if entry.generation_id > 0:  # the classic group's metadata record goes: it is a consumer group now
+                written.append(self.classic.classic_group_tombstone(group_id))
+        else:
+            entry = GroupMetadata(group_id)
+            self.manager.groups[group_id] = entry
+        entry.consumer_group = ConsumerGroup(group_id)
+        log.info("Created consumer group %s", group_id)
+        return entry, entry.consumer_group, written
+
+    # --- the heartbeat -----------------------------------------------------------------------------
+    async def heartbeat(self, r: HeartbeatRequest) -> HeartbeatResult:
+        self._validate(r)
+        if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return await self._leave(r)
+        entry, group, written = self._group(r.group_id, create=r.member_epoch == 0)
+        member_id = r.member_id or str(uuid.uuid4())
+        if r.member_epoch == 0 and member_id not in group.members and len(group.members) >= self.config.max_size:
+            raise KafkaApiError(Errors.GROUP_MAX_SIZE_REACHED,
+                                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.")
+        member = self._member(group, member_id, r, written)
+        updated = replace(
+            member, instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
+            rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            server_assignor=r.server_assignor if r.server_assignor is not None else member.server_assignor,
+            subscribed_topic_names=tuple(sorted(r.subscribed_topic_names)) if r.subscribed_topic_names is not None
+            else member.subscribed_topic_names,
+            subscribed_topic_regex=(r.subscribed_topic_regex or None) if r.subscribed_topic_regex is not None
+            else member.subscribed_topic_regex,
+            client_id=r.client_id, client_host=r.client_host)
+        bump = group.group_epoch == 0
+        if updated != member or member.member_id not in group.members:
+            written.append(records.member_metadata_record(group.group_id, updated))
+            bump = bump or not updated.subscription_equals(member) or member.member_id not in group.members
+        group.update_member(updated)
+        bump = self._refresh_subscriptions(group, written) or bump
+        if bump:
+            group.group_epoch += 1
+            written.append(records.group_epoch_record(group.group_id, group.group_epoch, group.metadata_hash))
+            log.info("[GroupId %s] Bumped group epoch to %d", group.group_id, group.group_epoch)
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target_assignment(group, written)
+        reconciled = reconcile(updated, group.assignment_epoch, group.target_assignment.get(member_id, {}),
+                               group.current_partition_epoch, r.owned)
+        if reconciled != updated:
+            written.append(records.current_assignment_record(group.group_id, reconciled))
+            group.update_member(reconciled)
+        self._schedule_timers(group, reconciled)
+        await self._write(group.group_id, written)
+        full = r.member_epoch == 0 or (r.rebalance_timeout_ms != -1 and r.owned is not None and (
+            r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None))
+        changed = reconciled.assigned != member.assigned or member.member_id != reconciled.member_id
+        return HeartbeatResult(reconciled.member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group),
+                               reconciled.assigned if full or changed else None)
+
+    def _member(self, group: ConsumerGroup, member_id: str, r: HeartbeatRequest,
+                written: list[records.Record]) -> ConsumerGroupMember:
+        """Kafka's getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember."""
+        if r.instance_id is None:
+            member = group.member(member_id)
+            if member is None:
+                if r.member_epoch != 0:
+                    raise KafkaApiError(Errors.UNKNOWN_MEMBER_ID,
+                                        f"Member {member_id} is not a member of group {group.group_id}.")
+                return ConsumerGroupMember(member_id)
+            if r.member_epoch != 0:
+                self._check_epoch(member, r.member_epoch, r.owned)
+            return member
+        existing = group.static_member(r.instance_id)
+        if r.member_epoch == 0:
+            if existing is None:
+                return group.member(member_id) or ConsumerGroupMember(member_id, instance_id=r.instance_id)
+            if existing.member_id == member_id:
+                return existing
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise KafkaApiError(Errors.UNRELEASED_INSTANCE_ID,
+                                    f"Static member with unknown member id and instance id {r.instance_id} re-joins "
+                                    f"the consumer group {group.group_id}. Instance id is already used by the "
+                                    f"existing member with member id {existing.member_id}.")
+            # The static member comes back under a new member id: it takes over the old one's place.
+            target = group.target_assignment.get(existing.member_id, {})
+            self._remove(group, existing.member_id, written, bump=False)
+            replacement = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            group.target_assignment[member_id] = target
+            written.append(records.target_assignment_record(group.group_id, member_id, target))
+            return replacement
+        if existing is None:
+            raise KafkaApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise KafkaApiError(Errors.FENCED_INSTANCE_ID,
+                                f"Static member {member_id} with instance id {r.instance_id} is fenced by existing "
+                                f"member {existing.member_id}.")
+        self._check_epoch(existing, r.member_epoch, r.owned)
+        return existing
+
+    @staticmethod
+    def _check_epoch(member: ConsumerGroupMember, received: int, owned: OwnedPartitions) -> None:
+        """Kafka's throwIfMemberEpochIsInvalid: the previous epoch is accepted from a member whose answer
+        was lost, as long as it owns no more than its current assignment."""
+        if received > member.member_epoch:
+            raise KafkaApiError(Errors.FENCED_MEMBER_EPOCH,
+                                f"The consumer group member has a greater member epoch ({received}) than the one "
+                                f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+                                "all its partitions and rejoin.")
+        if received < member.member_epoch:
+            subset = owned is not None and all(ps <= member.assigned.get(t, frozenset()) for t, ps in owned.items())
+            if received != member.previous_member_epoch or not subset:
+                raise KafkaApiError(Errors.FENCED_MEMBER_EPOCH,
+                                    f"The consumer group member has a smaller member epoch ({received}) than the one "
+                                    f"known by the group coordinator ({member.member_epoch}). The member must "
+                                    "abandon all its partitions and rejoin.")
+
+    def _refresh_subscriptions(self, group: ConsumerGroup, written: list[records.Record]) -> bool:
+        """Resolve the group's regular expressions and hash its subscribed topics; True when either
+        changed (a new epoch and target assignment are due)."""
+        changed = False
+        regexes = group.regexes()
+        for regex in sorted(regexes):
+            topics = resolve_regex(regex, self.metadata_cache)
+            if group.resolved_regexes.get(regex) != topics:
+                group.resolved_regexes[regex] = topics
+                written.append(records.regex_record(group.group_id, regex, topics, self.metadata_cache.stamp, now_ms()))
+                changed = True
+        for regex in [r for r in group.resolved_regexes if r not in regexes]:
+            del group.resolved_regexes[regex]
+            written.append(records.regex_tombstone(group.group_id, regex))
+        digest = metadata_hash(topic_layout(group.subscribed_topic_names(), self.metadata_cache))
+        if digest != group.metadata_hash:
+            group.metadata_hash = digest
+            changed = True
+        return changed
+
+    def _update_target_assignment(self, group: ConsumerGroup, written: list[records.Record]) -> None:
+        layout = topic_layout(group.subscribed_topic_names(), self.metadata_cache)
+        subscriptions = {
+            member_id: MemberSubscription(
+                frozenset(layout[t][0] for t in group.member_topics(member) if t in layout),
+                group.target_assignment.get(member_id, {}))
+            for member_id, member in group.members.items()}
+        assignor = self.assignors[group.preferred_assignor(next(iter(self.assignors)))]
+        new = assignor.assign(subscriptions, {topic_id: count for topic_id, count in layout.values()})
+        for member_id, assignment in new.items():
+            if group.target_assignment.get(member_id) != assignment:
+                group.target_assignment[member_id] = assignment
+                written.append(records.target_assignment_record(group.group_id, member_id, assignment))
+        group.assignment_epoch = group.group_epoch
+        written.append(records.target_assignment_epoch_record(group.group_id, group.assignment_epoch))
+        group.update_state()
+        log.info("[GroupId %s] Computed a new target assignment for epoch %d with the %s assignor",
+                 group.group_id, group.assignment_epoch, assignor.name)
+
+    # --- leaving and fencing ---------------------------------------------------------------------------
+    async def _leave(self, r: HeartbeatRequest) -> HeartbeatResult:
+        _, group, written = self._group(r.group_id, create=False)
+        if r.instance_id is None:
+            if group.member(r.member_id) is None:
+                raise KafkaApiError(Errors.UNKNOWN_MEMBER_ID,
+                                    f"Member {r.member_id} is not a member of group {group.group_id}.")
+            self._remove(group, r.member_id, written)
+            log.info("[GroupId %s] Member %s left the consumer group", group.group_id, r.member_id)
+        else:
+            member = group.static_member(r.instance_id)
+            if member is None:
+                raise KafkaApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
+            if member.member_id != r.member_id:
+                raise KafkaApiError(Errors.FENCED_INSTANCE_ID,
+                                    f"Static member {r.member_id} with instance id {r.instance_id} is fenced by "
+                                    f"existing member {member.member_id}.")
+            if r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # The static member will come back: it keeps its partitions until its session expires.
+                left = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+                group.update_member(left)
+                written.append(records.current_assignment_record(group.group_id, left))
+                self._cancel_rebalance_timer(group.group_id, member.member_id)
+            else:
+                self._remove(group, member.member_id, written)
+        await self._write(group.group_id, written)
+        return HeartbeatResult(r.member_id, r.member_epoch, 0, None)
+
+    def _remove(self, group: ConsumerGroup, member_id: str, written: list[records.Record], bump: bool = True) -> None:
+        group.remove_member(member_id)
+        written.extend(records.member_tombstones(group.group_id, member_id))
+        timer = self._session_timers.pop((group.group_id, member_id), None)
+        if timer is not None:
+            timer.cancel()
+        self._cancel_rebalance_timer(group.group_id, member_id)
+        if bump:
+            self._refresh_subscriptions(group, written)
+            group.group_epoch += 1
+            written.append(records.group_epoch_record(group.group_id, group.group_epoch, group.metadata_hash))
+            group.update_state()
+
+    def _fence(self, group_id: str, member_id: str, reason: str) -> None:
+        entry = self.manager.get_group(group_id)
+        group = None if entry is None else entry.consumer_group
+        if group is None or group.member(member_id) is None:
+            return
+        log.info("[GroupId %s] Member %s fenced from the group: %s", group_id, member_id, reason)
+        written: list[records.Record] = []
+        self._remove(group, member_id, written)
+        self.classic.track([asyncio.get_running_loop().create_task(self._write_quietly(group_id, written))])
+
+    # --- timers ---------------------------------------------------------------------------------------
+    def _schedule_timers(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        loop = asyncio.get_running_loop()
+        key = (group.group_id, member.member_id)
+        old = self._session_timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._session_timers[key] = loop.call_later(
+            self.session_timeout_ms(group) / 1000, self._fence, group.group_id, member.member_id,
+            "its session timed out")
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            scheduled = self._rebalance_timers.get(key)
+            if scheduled is None or scheduled[0] != member.member_epoch:
+                self._cancel_rebalance_timer(*key)
+                self._rebalance_timers[key] = (member.member_epoch, loop.call_later(
+                    max(member.rebalance_timeout_ms, 0) / 1000, self._on_rebalance_timeout, group.group_id,
+                    member.member_id, member.member_epoch))
+        else:
+            self._cancel_rebalance_timer(*key)
+
+    def _on_rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
+        self._rebalance_timers.pop((group_id, member_id), None)
+        entry = self.manager.get_group(group_id)
+        member = None if entry is None or entry.consumer_group is None else entry.consumer_group.member(member_id)
+        if member is not None and member.member_epoch == epoch and member.state is MemberState.UNREVOKED_PARTITIONS:
+            self._fence(group_id, member_id, "it did not revoke its partitions within its rebalance timeout")
+
+    def _cancel_rebalance_timer(self, group_id: str, member_id: str) -> None:
+        scheduled = self._rebalance_timers.pop((group_id, member_id), None)
+        if scheduled is not None:
+            scheduled[1].cancel()
+
+    def _on_group_loaded(self, entry: GroupMetadata) -> None:
+        group = entry.consumer_group
+        if group is None:
+            return
+        loop = asyncio.get_running_loop()
+        for member in group.members.values():
+            self._session_timers[(group.group_id, member.member_id)] = loop.call_later(
+                self.session_timeout_ms(group) / 1000, self._fence, group.group_id, member.member_id,
+                "its session timed out")
+
+    def _on_group_unloaded(self, entry: GroupMetadata) -> None:
+        group = entry.consumer_group
+        if group is None:
+            return
+        for member_id in list(group.members):
+            timer = self._session_timers.pop((group.group_id, member_id), None)
+            if timer is not None:
+                timer.cancel()
+            self._cancel_rebalance_timer(group.group_id, member_id)
+        group.mark_dead()
+
+    # --- writing ---------------------------------------------------------------------------------------
+    async def _write(self, group_id: str, written: list[records.Record]) -> None:
+        if not written:
+            return
+        error, _ = await self.manager.append_records(group_id, written)
+        if error is not Errors.NONE:
+            raise KafkaApiError(group_store_error(error))
+
+    async def _write_quietly(self, group_id: str, written: list[records.Record]) -> None:
+        try:
+            await self._write(group_id, written)
+        except KafkaApiError as exc:
+            log.warning("Writing the records of consumer group %s failed: %s", group_id, exc)
+
+    # --- reads ------------------------------------------------------------------------------------------
+    def describe(self, group_id: str) -> ConsumerGroup:
+        """ConsumerGroupDescribe's group, or its error (GROUP_ID_NOT_FOUND for a classic or unknown group)."""
+        error = self.classic.validate_group_status(group_id)
+        if error is not None:
+            raise KafkaApiError(error)
+        entry = self.manager.get_group(group_id)
+        if entry is None or entry.is_in(GroupState.DEAD):
+            raise KafkaApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if entry.consumer_group is None:
+            raise KafkaApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        return entry.consumer_group
