@@ -17,7 +17,7 @@ from protocol.errors import Errors, KafkaApiError, error_message
 from protocol.messages import ConsumerGroupDescribeResponse
 
 R = ConsumerGroupDescribeResponse
-CONSUMER_MEMBER_TYPE = 1  # v1's MemberType: 0 classic, 1 consumer
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # v1's MemberType
 
 
 def _failed(group_id: str, error: Errors, message: str | None = None) -> Any:
@@ -42,7 +42,8 @@ def _described(group: ConsumerGroup, assignor: str, metadata_cache: MetadataCach
     empty: dict[uuid.UUID, frozenset[int]] = {}
     members = []
     for m in group.members.values():
-        fields: dict[str, Any] = {"member_type": CONSUMER_MEMBER_TYPE} if version >= 1 else {}
+        member_type = CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE
+        fields: dict[str, Any] = {"member_type": member_type} if version >= 1 else {}
         members.append(R.Member(
             member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
             client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),

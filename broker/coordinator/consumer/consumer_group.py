@@ -52,6 +52,14 @@ class MemberState(enum.Enum):
 
 
 @dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a member using the classic protocol inside a consumer group joined with."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (assignor name, ConsumerProtocolSubscription bytes)
+
+
+@dataclass(frozen=True)
 class ConsumerGroupMember:
     """A member as the coordinator knows it; updates make a new one (Kafka's builder pattern)."""
 
@@ -69,6 +77,11 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None  # set for a member speaking the classic protocol
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def with_epoch(self, epoch: int, **changes: object) -> ConsumerGroupMember:
         """Kafka's updateMemberEpoch: the previous epoch is kept for a heartbeat whose answer was lost."""
@@ -214,11 +227,13 @@ class ConsumerGroup:
         member = self.member(member_id)
         if member is None:
             raise KafkaApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
-        if api_version < 9 and not transactional:
+        if api_version < 9 and not transactional and not member.uses_classic_protocol:
             raise KafkaApiError(Errors.UNSUPPORTED_VERSION,
                                 "OffsetCommit version 9 or above must be used by members using the consumer group "
                                 "protocol")
         if member_epoch != member.member_epoch:
+            if member.uses_classic_protocol:  # a classic member's generation is its member epoch
+                raise KafkaApiError(Errors.ILLEGAL_GENERATION)
             raise KafkaApiError(Errors.STALE_MEMBER_EPOCH,
                                 f"The received member epoch {member_epoch} does not match the expected member epoch "
                                 f"{member.member_epoch}.")

@@ -31,7 +31,14 @@ from broker.coordinator.consumer.consumer_group import (
     ConsumerGroupMember,
     MemberState,
 )
+from broker.coordinator.consumer.classic_members import ClassicMemberOperations
 from broker.coordinator.consumer.current_assignment_builder import OwnedPartitions, reconcile
+from broker.coordinator.consumer.group_conversion import (
+    DOWNGRADE_POLICIES,
+    check_upgrade,
+    classic_members_from_consumer,
+    consumer_group_from_classic,
+)
 from broker.coordinator.consumer.topic_subscriptions import compile_regex, metadata_hash, resolve_regex, topic_layout
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
 from broker.coordinator.group.group_metadata_manager import group_store_error
@@ -102,6 +109,7 @@ class ConsumerGroupCoordinator:
         self._rebalance_timers: dict[tuple[str, str], tuple[int, asyncio.TimerHandle]] = {}
         classic.group_loaded_listeners.append(self._on_group_loaded)
         classic.group_unloaded_listeners.append(self._on_group_unloaded)
+        classic.mixed_groups = ClassicMemberOperations(self)
 
     # --- per-group settings --------------------------------------------------------------------------
     def session_timeout_ms(self, group: ConsumerGroup) -> int:
@@ -160,10 +168,19 @@ class ConsumerGroupCoordinator:
         if not create:
             raise KafkaApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if entry is not None and not entry.is_in(GroupState.DEAD):
-            if entry.members or entry.pending_members:
-                raise KafkaApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if entry.generation_id > 0:  # the classic group's metadata record goes: it is a consumer group now
                 written.append(self.classic.classic_group_tombstone(group_id))
+            if entry.members or entry.pending_members:
+                check_upgrade(entry, self.config.migration_policy, self.config.max_size)
+                group = consumer_group_from_classic(entry, self.metadata_cache)
+                self.classic.hand_over_to_consumer_group(entry)
+                entry.consumer_group = group
+                written.extend(records.group_records(group))
+                for member in group.members.values():
+                    self.schedule_timers(group, member)
+                log.info("[GroupId %s] Upgraded the classic group to a consumer group (%d members)", group_id,
+                         len(group.members))
+                return entry, group, written
         else:
             entry = GroupMetadata(group_id)
             self.manager.groups[group_id] = entry
@@ -192,6 +209,19 @@ class ConsumerGroupCoordinator:
             subscribed_topic_regex=(r.subscribed_topic_regex or None) if r.subscribed_topic_regex is not None
             else member.subscribed_topic_regex,
             client_id=r.client_id, client_host=r.client_host)
+        reconciled = self.update_and_reconcile(group, member, updated, r.owned, written)
+        await self.write(group.group_id, written)
+        full = r.member_epoch == 0 or (r.rebalance_timeout_ms != -1 and r.owned is not None and (
+            r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None))
+        changed = reconciled.assigned != member.assigned or member.member_id != reconciled.member_id
+        return HeartbeatResult(reconciled.member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group),
+                               reconciled.assigned if full or changed else None)
+
+    def update_and_reconcile(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                             owned: OwnedPartitions, written: list[records.Record]) -> ConsumerGroupMember:
+        """Kafka's three steps for a member that joined or heartbeated, whichever protocol it speaks:
+        install it (a new epoch if its subscription changed), compute the target assignment if the
+        group epoch moved past it, and reconcile the member towards its part."""
         bump = group.group_epoch == 0
         if updated != member or member.member_id not in group.members:
             written.append(records.member_metadata_record(group.group_id, updated))
@@ -199,23 +229,25 @@ class ConsumerGroupCoordinator:
         group.update_member(updated)
         bump = self._refresh_subscriptions(group, written) or bump
         if bump:
-            group.group_epoch += 1
-            written.append(records.group_epoch_record(group.group_id, group.group_epoch, group.metadata_hash))
-            log.info("[GroupId %s] Bumped group epoch to %d", group.group_id, group.group_epoch)
-        if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group, written)
-        reconciled = reconcile(updated, group.assignment_epoch, group.target_assignment.get(member_id, {}),
-                               group.current_partition_epoch, r.owned)
+            self._bump_epoch(group, written)
+        self.ensure_target_assignment(group, written)
+        reconciled = reconcile(updated, group.assignment_epoch, group.target_assignment.get(updated.member_id, {}),
+                               group.current_partition_epoch, owned)
         if reconciled != updated:
             written.append(records.current_assignment_record(group.group_id, reconciled))
             group.update_member(reconciled)
-        self._schedule_timers(group, reconciled)
-        await self._write(group.group_id, written)
-        full = r.member_epoch == 0 or (r.rebalance_timeout_ms != -1 and r.owned is not None and (
-            r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None))
-        changed = reconciled.assigned != member.assigned or member.member_id != reconciled.member_id
-        return HeartbeatResult(reconciled.member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group),
-                               reconciled.assigned if full or changed else None)
+        self.schedule_timers(group, reconciled)
+        return reconciled
+
+    def ensure_target_assignment(self, group: ConsumerGroup, written: list[records.Record]) -> None:
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target_assignment(group, written)
+
+    def _bump_epoch(self, group: ConsumerGroup, written: list[records.Record]) -> None:
+        group.group_epoch += 1
+        written.append(records.group_epoch_record(group.group_id, group.group_epoch, group.metadata_hash))
+        group.update_state()
+        log.info("[GroupId %s] Bumped group epoch to %d", group.group_id, group.group_epoch)
 
     def _member(self, group: ConsumerGroup, member_id: str, r: HeartbeatRequest,
                 written: list[records.Record]) -> ConsumerGroupMember:
@@ -243,7 +275,7 @@ class ConsumerGroupCoordinator:
                                     f"existing member with member id {existing.member_id}.")
             # The static member comes back under a new member id: it takes over the old one's place.
             target = group.target_assignment.get(existing.member_id, {})
-            self._remove(group, existing.member_id, written, bump=False)
+            self.remove(group, existing.member_id, written, bump=False)
             replacement = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
             group.target_assignment[member_id] = target
             written.append(records.target_assignment_record(group.group_id, member_id, target))
@@ -320,7 +352,7 @@ class ConsumerGroupCoordinator:
             if group.member(r.member_id) is None:
                 raise KafkaApiError(Errors.UNKNOWN_MEMBER_ID,
                                     f"Member {r.member_id} is not a member of group {group.group_id}.")
-            self._remove(group, r.member_id, written)
+            self.remove(group, r.member_id, written)
             log.info("[GroupId %s] Member %s left the consumer group", group.group_id, r.member_id)
         else:
             member = group.static_member(r.instance_id)
@@ -337,11 +369,12 @@ class ConsumerGroupCoordinator:
                 written.append(records.current_assignment_record(group.group_id, left))
                 self._cancel_rebalance_timer(group.group_id, member.member_id)
             else:
-                self._remove(group, member.member_id, written)
-        await self._write(group.group_id, written)
+                self.remove(group, member.member_id, written)
+        self._maybe_downgrade(group, written)
+        await self.write(group.group_id, written)
         return HeartbeatResult(r.member_id, r.member_epoch, 0, None)
 
-    def _remove(self, group: ConsumerGroup, member_id: str, written: list[records.Record], bump: bool = True) -> None:
+    def remove(self, group: ConsumerGroup, member_id: str, written: list[records.Record], bump: bool = True) -> None:
         group.remove_member(member_id)
         written.extend(records.member_tombstones(group.group_id, member_id))
         timer = self._session_timers.pop((group.group_id, member_id), None)
@@ -350,9 +383,7 @@ class ConsumerGroupCoordinator:
         self._cancel_rebalance_timer(group.group_id, member_id)
         if bump:
             self._refresh_subscriptions(group, written)
-            group.group_epoch += 1
-            written.append(records.group_epoch_record(group.group_id, group.group_epoch, group.metadata_hash))
-            group.update_state()
+            self._bump_epoch(group, written)
 
     def _fence(self, group_id: str, member_id: str, reason: str) -> None:
         entry = self.manager.get_group(group_id)
@@ -361,18 +392,48 @@ class ConsumerGroupCoordinator:
             return
         log.info("[GroupId %s] Member %s fenced from the group: %s", group_id, member_id, reason)
         written: list[records.Record] = []
-        self._remove(group, member_id, written)
-        self.classic.track([asyncio.get_running_loop().create_task(self._write_quietly(group_id, written))])
+        self.remove(group, member_id, written)
+        self.after_members_left(group, written)
+
+    def after_members_left(self, group: ConsumerGroup, written: list[records.Record]) -> None:
+        """Write what removing members wrote (not awaited: a lost write is redone by the next change),
+        converting the group back to a classic one first if only classic members are left."""
+        self._maybe_downgrade(group, written)
+        self.classic.track([asyncio.get_running_loop().create_task(self.write_quietly(group.group_id, written))])
+
+    def _maybe_downgrade(self, group: ConsumerGroup, written: list[records.Record]) -> None:
+        if self.config.migration_policy not in DOWNGRADE_POLICIES or not group.members \
+                or any(m.classic is None for m in group.members.values()):
+            return
+        entry = self.manager.get_group(group.group_id)
+        if entry is None or entry.consumer_group is not group:
+            return
+        members = classic_members_from_consumer(group, self.metadata_cache)
+        written.extend(records.group_tombstones(group))
+        for member_id in list(group.members):
+            timer = self._session_timers.pop((group.group_id, member_id), None)
+            if timer is not None:
+                timer.cancel()
+            self._cancel_rebalance_timer(group.group_id, member_id)
+        entry.consumer_group = None
+        group.mark_dead()
+        self.classic.adopt_downgraded_group(entry, members, group.group_epoch)
+        log.info("[GroupId %s] Downgraded the consumer group to a classic group (%d members)", group.group_id,
+                 len(members))
 
     # --- timers ---------------------------------------------------------------------------------------
-    def _schedule_timers(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+    def member_session_timeout_ms(self, group: ConsumerGroup, member: ConsumerGroupMember) -> int:
+        """A classic member keeps the session timeout it joined with."""
+        return member.classic.session_timeout_ms if member.classic is not None else self.session_timeout_ms(group)
+
+    def schedule_timers(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         loop = asyncio.get_running_loop()
         key = (group.group_id, member.member_id)
         old = self._session_timers.pop(key, None)
         if old is not None:
             old.cancel()
         self._session_timers[key] = loop.call_later(
-            self.session_timeout_ms(group) / 1000, self._fence, group.group_id, member.member_id,
+            self.member_session_timeout_ms(group, member) / 1000, self._fence, group.group_id, member.member_id,
             "its session timed out")
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             scheduled = self._rebalance_timers.get(key)
@@ -403,7 +464,7 @@ class ConsumerGroupCoordinator:
         loop = asyncio.get_running_loop()
         for member in group.members.values():
             self._session_timers[(group.group_id, member.member_id)] = loop.call_later(
-                self.session_timeout_ms(group) / 1000, self._fence, group.group_id, member.member_id,
+                self.member_session_timeout_ms(group, member) / 1000, self._fence, group.group_id, member.member_id,
                 "its session timed out")
 
     def _on_group_unloaded(self, entry: GroupMetadata) -> None:
@@ -418,16 +479,16 @@ class ConsumerGroupCoordinator:
         group.mark_dead()
 
     # --- writing ---------------------------------------------------------------------------------------
-    async def _write(self, group_id: str, written: list[records.Record]) -> None:
+    async def write(self, group_id: str, written: list[records.Record]) -> None:
         if not written:
             return
         error, _ = await self.manager.append_records(group_id, written)
         if error is not Errors.NONE:
             raise KafkaApiError(group_store_error(error))
 
-    async def _write_quietly(self, group_id: str, written: list[records.Record]) -> None:
+    async def write_quietly(self, group_id: str, written: list[records.Record]) -> None:
         try:
-            await self._write(group_id, written)
+            await self.write(group_id, written)
         except KafkaApiError as exc:
             log.warning("Writing the records of consumer group %s failed: %s", group_id, exc)
 

@@ -13,7 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.coordinator.consumer.consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState
+from broker.coordinator.consumer.consumer_group import (
+    Assignment,
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+)
 from protocol.coordinator_record_codec import INT16
 from protocol.messages import message_class
 
@@ -66,11 +72,15 @@ def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
 
 
 def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> Record:
+    value_cls = message_class("ConsumerGroupMemberMetadataValue")
+    classic = None if m.classic is None else value_cls.ClassicMemberMetadata(
+        session_timeout_ms=m.classic.session_timeout_ms,
+        supported_protocols=[value_cls.ClassicProtocol(name=n, metadata=md) for n, md in m.classic.protocols])
     return (_key(MEMBER_METADATA, group_id=group_id, member_id=m.member_id), _value(
         MEMBER_METADATA, instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
         client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
         subscribed_topic_regex=m.subscribed_topic_regex, rebalance_timeout_ms=m.rebalance_timeout_ms,
-        server_assignor=m.server_assignor))
+        server_assignor=m.server_assignor, classic_member_metadata=classic))
 
 
 def target_assignment_epoch_record(group_id: str, epoch: int) -> Record:
@@ -202,7 +212,10 @@ class ConsumerGroupReplay:
                     previous_member_epoch=current.previous_member_epoch if current else 0,
                     state=MemberState.from_record(current.state) if current else MemberState.STABLE,
                     assigned=_assignment(current.assigned_partitions) if current else {},
-                    pending_revocation=_assignment(current.partitions_pending_revocation) if current else {}))
+                    pending_revocation=_assignment(current.partitions_pending_revocation) if current else {},
+                    classic=None if meta.classic_member_metadata is None else ClassicMemberMetadata(
+                        meta.classic_member_metadata.session_timeout_ms,
+                        tuple((p.name, bytes(p.metadata)) for p in meta.classic_member_metadata.supported_protocols))))
             group.update_state()
             built.append(group)
         return built

@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from broker.coordinator.consumer import consumer_group_records as consumer_records
 from broker.coordinator.group.group_metadata import (
+    CONSUMER_PROTOCOL_TYPE,
     UNKNOWN_MEMBER_ID,
     GroupMetadata,
     GroupState,
     JoinGroupResult,
     MemberMetadata,
     SyncGroupResult,
+    now_ms,
 )
 from broker.coordinator.group.group_metadata_manager import (
     GROUP_METADATA_TOPIC,
@@ -36,6 +38,7 @@ from protocol import consumer_offsets_records as records
 from protocol.errors import Errors
 
 if TYPE_CHECKING:
+    from broker.coordinator.consumer.classic_members import ClassicMemberOperations
     from broker.metadata_cache import MetadataCache
     from broker.replica_manager import ReplicaManager
 
@@ -92,6 +95,8 @@ class GroupCoordinator:
         # coordinator keeps the timers of the consumer groups among them).
         self.group_loaded_listeners: list[Callable[[GroupMetadata], None]] = []
         self.group_unloaded_listeners: list[Callable[[GroupMetadata], None]] = []
+        # Serves classic members of KIP-848 consumer groups (online migration); None without them.
+        self.mixed_groups: ClassicMemberOperations | None = None
 
     # --- metrics ----------------------------------------------------------------------------------
     def delayed_heartbeats(self) -> int:
@@ -222,8 +227,13 @@ class GroupCoordinator:
         if group.is_in(S.DEAD):
             return fail(Errors.COORDINATOR_NOT_AVAILABLE)
         if group.consumer_group is not None:
-            if not group.consumer_group.is_empty:  # classic members inside a consumer group: not served
-                return fail(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            if not group.consumer_group.is_empty:
+                if self.mixed_groups is None:
+                    return fail(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
+                join = self.mixed_groups.join(group.consumer_group, member_id, group_instance_id, require_known_member_id,
+                                              client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                                              protocol_type, protocols)
+                return asyncio.ensure_future(join)
             self._drop_consumer_group(group)
         if not self._accept_joining_member(group, member_id):
             if group.remove(member_id) is not None and group.is_in(S.PREPARING_REBALANCE):
@@ -240,6 +250,34 @@ class GroupCoordinator:
         if group.is_in(S.PREPARING_REBALANCE):
             self._try_complete_join(group)
         return future
+
+    def hand_over_to_consumer_group(self, group: GroupMetadata) -> None:
+        """The classic membership ends because the group became a consumer group (an online upgrade):
+        its members carry on in the consumer group, so they are dropped here without a rebalance."""
+        self._cancel_join_wait(group)
+        self._cancel_sync_timer(group)
+        for member in group.members.values():
+            member.cancel_heartbeat()
+        group.members.clear()
+        group.static_members.clear()
+        group.pending_members.clear()
+        group.pending_sync_members.clear()
+        group.leader_id = None
+        group.state = S.EMPTY  # not a rebalance: the classic state machine starts over
+        group.state_timestamp = now_ms()
+
+    def adopt_downgraded_group(self, group: GroupMetadata, members: list[MemberMetadata], generation_id: int) -> None:
+        """A consumer group of classic members only becomes a classic group (an online downgrade): the
+        members keep their partitions and the group rebalances at once, the classic way."""
+        group.generation_id = generation_id
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        for member in members:
+            group.add(member)
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+            self._schedule_heartbeat(group, member)
+        group.protocol_name = group.select_protocol()
+        self._prepare_rebalance(group, "The group was converted from a consumer group to a classic group")
 
     def _drop_consumer_group(self, group: GroupMetadata) -> None:
         """An empty KIP-848 group becomes a classic one on a classic join (its offsets stay)."""
@@ -559,6 +597,10 @@ class GroupCoordinator:
         group = self.manager.get_group(group_id) if error is None else None
         if error is None and group is None:
             error = Errors.UNKNOWN_MEMBER_ID
+        if error is None and group is not None and group.consumer_group is not None and self.mixed_groups is not None:
+            future.set_result(self.mixed_groups.sync(group.consumer_group, member_id, group_instance_id,
+                                                     generation_id, protocol_type, protocol_name))
+            return future
         if error is None:
             assert group is not None
             error = self._sync_error(group, generation_id, member_id, protocol_type, protocol_name, group_instance_id)
@@ -631,6 +673,8 @@ class GroupCoordinator:
             return Errors.UNKNOWN_MEMBER_ID
         if group.is_in(S.DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
+        if group.consumer_group is not None and self.mixed_groups is not None:
+            return self.mixed_groups.heartbeat(group.consumer_group, member_id, group_instance_id, generation_id)
         member_error = group.member_error(member_id, group_instance_id, generation_id)
         if member_error is not None:
             return member_error
@@ -649,6 +693,8 @@ class GroupCoordinator:
             return Errors.NONE, [Errors.UNKNOWN_MEMBER_ID] * len(leaving)
         if group.is_in(S.DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE, []
+        if group.consumer_group is not None and self.mixed_groups is not None:
+            return Errors.NONE, self.mixed_groups.leave(group.consumer_group, leaving)
         errors = []
         for member_id, group_instance_id in leaving:
             if member_id == UNKNOWN_MEMBER_ID:
