@@ -21,6 +21,7 @@ from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.admin import dynamic_broker_config
 from broker.config import KafkaConfig
 from broker.config_defs import ConfigError, parse_http_listener
+from broker.admin.group_configs import GroupConfigManager
 from broker.coordinator.consumer.consumer_group_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupConfig
@@ -235,9 +236,12 @@ class KafkaServer:
                                              metadata_cache, pool.run_blocking)
         replica_manager.leadership_listeners.append(group_coordinator.on_leadership_change)
         self.services.group_coordinator = group_coordinator
+        group_configs = self.services.group_configs = GroupConfigManager(config)
+        for group_id, props in (await loop.run_in_executor(None, zk.get_all_entity_configs, "groups")).items():
+            group_configs.update(group_id, props)
         if "consumer" in config.get("group.coordinator.rebalance.protocols"):
             self.services.consumer_group_coordinator = ConsumerGroupCoordinator(
-                group_coordinator, ConsumerGroupConfig.from_broker_config(config), metadata_cache)
+                group_coordinator, ConsumerGroupConfig.from_broker_config(config), metadata_cache, group_configs)
         group_coordinator.startup()
         transaction_coordinator = TransactionCoordinator(
             broker_id, TransactionConfig.from_broker_config(config), replica_manager, metadata_cache,
@@ -445,6 +449,10 @@ class KafkaServer:
             self.quotas.update(None, entity_name, config)
         elif entity_type == "ips":
             self._on_ip_quota(entity_name, config)
+        elif entity_type == "groups":
+            assert self.services is not None and self.services.group_configs is not None
+            log.info("Processing override for entityPath: groups/%s with config: %s", entity_name, config)
+            self.services.group_configs.update(entity_name, config)
         elif entity_type == "brokers":
             assert self.services is not None and self.replication_quotas is not None
             dynamic_broker_config.on_broker_config_change(self.services, entity_name, config)

@@ -12,6 +12,7 @@ from broker.security.authorization import NO_AUTHORIZATION, AuthHelper
 if TYPE_CHECKING:
     from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from broker.admin.dynamic_broker_config import DynamicBrokerConfig
+    from broker.admin.group_configs import GroupConfigManager
     from broker.security.delegation_token_manager import DelegationTokenManager
     from broker.config import KafkaConfig
     from broker.coordinator.consumer.consumer_group_coordinator import ConsumerGroupCoordinator
@@ -65,6 +66,8 @@ class BrokerServices:
     group_coordinator: GroupCoordinator | None = None
     # KIP-848 consumer groups (None when group.coordinator.rebalance.protocols leaves out "consumer").
     consumer_group_coordinator: ConsumerGroupCoordinator | None = None
+    # Every group's config overrides (/config/groups), set at startup.
+    group_configs: GroupConfigManager | None = None
     # The transaction coordinator (set at startup; None until then).
     transaction_coordinator: TransactionCoordinator | None = None
     # The live, layered broker config (static + dynamic from ZooKeeper), set at startup.

@@ -44,7 +44,8 @@ PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 FEATURE_PATH = "/feature"
 CONSUMERS_PATH = "/consumers"
 
-CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
+# "groups" is not Kafka 3.9's: group configs (Kafka 4's GROUP resource) kept the way the others are.
+CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips", "groups")
 
 # Created (empty, persistent) by every broker at startup: KafkaZkClient.createTopLevelPaths.
 PERSISTENT_PATHS: tuple[str, ...] = (

@@ -31,6 +31,8 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    DYNAMIC_CLIENT_METRICS_CONFIG = 7  # Kafka 4
+    DYNAMIC_GROUP_CONFIG = 8  # Kafka 4: a group's override (GROUP resource)
 
 
 UNKNOWN_TYPE = 0

@@ -24,6 +24,7 @@ from broker.admin.config_ops import (
 from broker.admin.dynamic_broker_config import DynamicConfigError, current_dynamic_config, loggable
 from broker.errors import api_error
 from broker.security.password_encoder import PasswordEncoderError
+from broker.admin.group_configs import GROUP_CONFIG_DEFS, describe_group, validate_group_config
 from broker.admin.topic_configs import TOPIC_CONFIG_DEFS, TopicConfigError, to_config_string, validate_topic_config
 from broker.config_defs import CONFIG_KEYS, ConfigType
 from broker.handlers import handles
@@ -131,6 +132,9 @@ async def _describe_entries(services: BrokerServices, resource: Any) -> list[Con
         ]
     if kind == ResourceType.CLIENT_METRICS:
         raise KafkaApiError(Errors.INVALID_REQUEST, "Config type client-metrics is only supported on KRaft clusters")
+    if kind == ResourceType.GROUP:
+        overrides = await services.pool.run_blocking(services.zk.get_entity_config, "groups", name)
+        return describe_group(overrides, services.config, keys)
     raise KafkaApiError(Errors.INVALID_REQUEST)
 
 
@@ -144,6 +148,9 @@ def check_config_access(services: BrokerServices, request: Request, resource: An
     elif kind in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
         if not services.auth.authorize_cluster(request, operation):
             raise KafkaApiError(Errors.CLUSTER_AUTHORIZATION_FAILED)
+    elif kind == ResourceType.GROUP:
+        if not services.auth.authorize(request, operation, AclResourceType.GROUP, resource.resource_name):
+            raise KafkaApiError(Errors.GROUP_AUTHORIZATION_FAILED)
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, describe_error_response)
@@ -299,8 +306,21 @@ async def _incremental_alter(services: BrokerServices, resource: Any, validate_o
     elif kind == ResourceType.BROKER_LOGGER:
         _node_id_of(services, resource.resource_name, logger=True)
         _alter_loggers(ops, validate_only)
+    elif kind == ResourceType.GROUP:
+        await _alter_group(services, resource.resource_name, ops, validate_only)
     else:
         raise _unsupported(resource)
+
+
+async def _alter_group(services: BrokerServices, group_id: str, ops: list[AlterOp], validate_only: bool) -> None:
+    """A group's overrides (Kafka 4's GROUP resource), stored as /config/groups/<id>."""
+    if not group_id:
+        raise KafkaApiError(Errors.INVALID_REQUEST, "Group name must not be empty")
+    current = await services.pool.run_blocking(services.zk.get_entity_config, "groups", group_id)
+    props = apply_ops(current, ops, lambda name: False if name in GROUP_CONFIG_DEFS else None, lambda _: "")
+    validate_group_config(props, services.config)
+    if not validate_only:
+        await services.pool.run_blocking(services.admin_zk.change_configs, "groups", group_id, props)
 
 
 def alter_error_response(request: Request, error: Errors) -> AlterConfigsResponse:

@@ -110,8 +110,6 @@ class ConsumerGroup:
     metadata_hash: int = 0
     state: ConsumerGroupState = ConsumerGroupState.EMPTY
     state_timestamp: int = field(default_factory=now_ms)
-    # Per-group overrides of the broker's group.consumer.* settings (kafka-configs --entity-type groups).
-    config_overrides: dict[str, str] = field(default_factory=dict)
 
     # --- members ----------------------------------------------------------------------------
     def member(self, member_id: str) -> ConsumerGroupMember | None:

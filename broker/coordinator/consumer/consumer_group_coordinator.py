@@ -46,6 +46,7 @@ from protocol.errors import Errors, KafkaApiError
 from storage.clock import now_ms
 
 if TYPE_CHECKING:
+    from broker.admin.group_configs import GroupConfigManager
     from broker.coordinator.group.group_coordinator import GroupCoordinator
     from broker.metadata_cache import MetadataCache
 
@@ -99,8 +100,10 @@ class HeartbeatResult:
 
 
 class ConsumerGroupCoordinator:
-    def __init__(self, classic: GroupCoordinator, config: ConsumerGroupConfig, metadata_cache: MetadataCache) -> None:
+    def __init__(self, classic: GroupCoordinator, config: ConsumerGroupConfig, metadata_cache: MetadataCache,
+                 group_configs: GroupConfigManager | None = None) -> None:
         self.classic = classic
+        self.group_configs = group_configs
         self.manager = classic.manager
         self.config = config
         self.metadata_cache = metadata_cache
@@ -113,10 +116,14 @@ class ConsumerGroupCoordinator:
 
     # --- per-group settings --------------------------------------------------------------------------
     def session_timeout_ms(self, group: ConsumerGroup) -> int:
-        return int(group.config_overrides.get("consumer.session.timeout.ms", self.config.session_timeout_ms))
+        if self.group_configs is None:
+            return self.config.session_timeout_ms
+        return int(self.group_configs.get(group.group_id, "consumer.session.timeout.ms"))
 
     def heartbeat_interval_ms(self, group: ConsumerGroup) -> int:
-        return int(group.config_overrides.get("consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms))
+        if self.group_configs is None:
+            return self.config.heartbeat_interval_ms
+        return int(self.group_configs.get(group.group_id, "consumer.heartbeat.interval.ms"))
 
     # --- validation ----------------------------------------------------------------------------------
     def _validate(self, r: HeartbeatRequest) -> None:

@@ -121,3 +121,30 @@ def test_without_the_consumer_protocol_its_apis_are_not_advertised(broker: Broke
     keys = {k.api_key for k in answer.api_keys}
     assert ApiKey.JOIN_GROUP in keys
     assert not keys & {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
+
+
+def test_group_configs_override_the_brokers_per_group(broker: BrokerProcess, group: str) -> None:
+    from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+    IAC = IncrementalAlterConfigsRequest
+
+    def alter(**values: str) -> Any:
+        return broker.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IAC(resources=[IAC.AlterConfigsResource(
+            resource_type=32, resource_name=group, configs=[
+                IAC.AlterableConfig(name=k.replace("_", "."), config_operation=0, value=v)
+                for k, v in values.items()])])).responses[0]
+
+    too_small = alter(consumer_heartbeat_interval_ms="100")
+    assert too_small.error_code == Errors.INVALID_CONFIG
+    assert alter(consumer_heartbeat_interval_ms="6000").error_code == 0
+    described = broker.request(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=32, resource_name=group,
+                                                       configuration_keys=None)])).results[0]
+    values = {c.name: (c.value, c.config_source) for c in described.configs}
+    assert values["consumer.heartbeat.interval.ms"] == ("6000", 8)  # DYNAMIC_GROUP_CONFIG
+    assert values["consumer.session.timeout.ms"] == ("45000", 5)  # DEFAULT_CONFIG
+    topic = unique("t")
+    broker.create_topic(topic, 1)
+    answer = wait_for(lambda: (a := heartbeat(broker, group, str(uuid.uuid4()), 0, subscribed_topic_names=[topic]))
+                      .heartbeat_interval_ms == 6000 and a, "the override applied", 30)
+    assert answer.error_code == 0
