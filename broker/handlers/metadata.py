@@ -122,8 +122,9 @@ def error_response(request: Request, error: Errors) -> Any:
                       is_internal=False, partitions=[]) for t in topics])
 
 
-def _requested_names(services: BrokerServices, body: Any, version: int) -> tuple[list[str], list[Any]]:
-    """The topic names asked for, in order without repeats, and the answers for unknown topic ids.
+def _requested_names(services: BrokerServices, body: Any, version: int) -> tuple[list[str], list[Any], bool]:
+    """The topic names asked for, in order without repeats, the answers for unknown topic ids, and
+    whether the topics were asked for by id.
 
     From v12 topics may be named by id: when any id is given, Kafka looks topics up by id only.
     Before v12 a topic without a name, or with an id, is an invalid request.
@@ -141,19 +142,28 @@ def _requested_names(services: BrokerServices, body: Any, version: int) -> tuple
         if any(t.name is None for t in requested):
             # Kafka 3.9 fails on a null name without a topic id; its answer is this error.
             raise KafkaApiError(Errors.UNKNOWN_SERVER_ERROR, "a topic without a name or an id")
-        return list(dict.fromkeys(t.name for t in requested)), []
+        return list(dict.fromkeys(t.name for t in requested)), [], False
     cache = services.metadata_cache
     names = {topic_id: cache.topic_name(topic_id) for topic_id in ids}
     unknown = [_error_topic(None, Errors.UNKNOWN_TOPIC_ID, topic_id)
                for topic_id, name in names.items() if name is None]
-    return list(dict.fromkeys(name for name in names.values() if name is not None)), unknown
+    return list(dict.fromkeys(name for name in names.values() if name is not None)), unknown, True
+
+
+def _undescribable_topic(services: BrokerServices, name: str, by_id: bool) -> Any:
+    """A topic the request may not DESCRIBE: asked by id, its name stays undisclosed (Kafka holds
+    that the id is not sensitive, the name is); never marked internal."""
+    if by_id:
+        return MetadataTopic(error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED), name=None,
+                             topic_id=services.metadata_cache.topic_id(name), is_internal=False, partitions=[])
+    return MetadataTopic(error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED), name=name, topic_id=ZERO_UUID,
+                         is_internal=False, partitions=[])
 
 
 async def _named_topic(services: BrokerServices, request: Request, name: str, version: int,
                        allow_auto_create: bool) -> Any:
+    """A topic the request may DESCRIBE: its metadata, or why there is none (auto-creating it)."""
     auth = services.auth
-    if not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-        return _error_topic(name, Errors.TOPIC_AUTHORIZATION_FAILED)
     if services.metadata_cache.contains_topic(name):
         return topic_metadata(services, name, request.listener_name, version)
     try:
@@ -194,8 +204,12 @@ async def handle_metadata(services: BrokerServices, request: Request) -> Respons
         topics = [topic_metadata(services, t, listener, version, reachable) for t in cache.all_topics()
                   if t in described]
     else:
-        names, unknown_ids = _requested_names(services, body, version)
-        topics = [await _named_topic(services, request, name, version, allow_auto_create) for name in names]
+        names, unknown_ids, by_id = _requested_names(services, body, version)
+        # As Kafka orders them: the topics it may DESCRIBE first, then those it may not.
+        described = auth.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        topics = [await _named_topic(services, request, name, version, allow_auto_create)
+                  for name in names if name in described]
+        topics += [_undescribable_topic(services, name, by_id) for name in names if name not in described]
     if version >= 8 and body.include_topic_authorized_operations:
         topics = [copy.copy(topic) for topic in topics]  # the answers topic_metadata keeps stay as they are
         for topic in topics:
