@@ -74,8 +74,9 @@ async def handle_delete_topics(services: BrokerServices, request: Request) -> Re
             result.topic_id = cache.topic_id(result.name)
         auth = services.auth
         if by_id and not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, result.name):
-            result.name = None  # the id of a topic it may not see: as if unknown (Kafka)
-            _fail(result, Errors.UNKNOWN_TOPIC_ID)
+            # the id is not secret, the name is: Kafka answers the denial without it
+            result.name = None
+            _fail(result, Errors.TOPIC_AUTHORIZATION_FAILED)
             continue
         if not auth.authorize(request, AclOperation.DELETE, ResourceType.TOPIC, result.name):
             _fail(result, Errors.TOPIC_AUTHORIZATION_FAILED)
