@@ -114,10 +114,9 @@ class Partition:
             current = now_ms()
             self.followers = {r: FollowerState(last_caught_up_time_ms=current if r in self.isr else 0)
                               for r in self.replicas if r != self.broker_id}
-        else:
-            for r in self.replicas:
-                if r != self.broker_id:
-                    self.followers.setdefault(r, FollowerState())
+        else:  # the same epoch, maybe a new replica set: followers that left it are forgotten
+            self.followers = {r: self.followers.get(r) or FollowerState() for r in self.replicas
+                              if r != self.broker_id}
         self.maybe_increment_high_watermark()
         return new_epoch
 
@@ -132,6 +131,13 @@ class Partition:
             raise KafkaApiError(Errors.NOT_LEADER_OR_FOLLOWER,
                                 f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}")
         return log
+
+    def check_follower(self, replica_id: int) -> None:
+        """A replica fetch must come from one of this partition's followers: another broker of its
+        replica set, never an outsider nor the leader itself (Kafka's followerReplicaOrThrow)."""
+        if replica_id not in self.followers:
+            raise KafkaApiError(Errors.NOT_LEADER_OR_FOLLOWER,
+                                f"Received fetch request from invalid replica {replica_id}")
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """A client's view of the leader epoch must match ours (KIP-320)."""

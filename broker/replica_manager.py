@@ -583,6 +583,8 @@ class ReplicaManager:
             partition = self.leader_partition(*tp)
             partition.check_leader_epoch(spec.current_leader_epoch)
             tp_log = partition.leader_log()
+            if replica_id >= 0:
+                partition.check_follower(replica_id)
             if spec.last_fetched_epoch != NO_EPOCH:
                 diverging = partition.diverging_epoch(spec.last_fetched_epoch, spec.fetch_offset)
                 if diverging is not None:  # no data and no fetch state: the fetcher truncates first
