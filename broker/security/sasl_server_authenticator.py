@@ -185,7 +185,7 @@ class SaslServerAuthenticator:
             raise _InvalidRequest(f"cannot parse a request during SASL authentication: {exc}") from None
         if header.api_key != ApiKey.SASL_AUTHENTICATE:
             message = f"Unexpected Kafka request of type {ApiKey(header.api_key).name} during SASL authentication."
-            return self._fail(message, _error_response(header, Errors.ILLEGAL_SASL_STATE, message))
+            return self._fail(message, _request_error_response(header, frame, Errors.ILLEGAL_SASL_STATE))
         if not self.api_versions.is_api_enabled(header.api_key, header.api_version):
             return self._fail(f"Version {header.api_version} is not supported for apiKey SASL_AUTHENTICATE", [])
         self.client_supports_reauth = self.client_supports_reauth or header.api_version > 0
@@ -244,7 +244,16 @@ def _encode(body: Message, header: RequestHeader) -> list[Any]:
 
 
 def _error_response(header: RequestHeader, error: Errors, message: str) -> list[Any]:
-    if header.api_key == ApiKey.SASL_AUTHENTICATE:
-        return _encode(SaslAuthenticateResponse(error_code=int(error), error_message=message, auth_bytes=b"",
-                                                session_lifetime_ms=0), header)
-    return []
+    return _encode(SaslAuthenticateResponse(error_code=int(error), error_message=message, auth_bytes=b"",
+                                            session_lifetime_ms=0), header)
+
+
+def _request_error_response(header: RequestHeader, frame: bytes, error: Errors) -> list[Any]:
+    """Another API's request where SaslAuthenticate was due: its own error response (Kafka's
+    getErrorResponse), sent before the connection closes; nothing where the API has none."""
+    from broker.handlers import error_response  # the handlers' registry sits above the network layer
+    from broker.network.request_channel import Request, ResponseAction
+
+    request = Request(None, "", header, bytearray(frame), "", "", ("", 0))  # type: ignore[arg-type]
+    response = error_response(request, error)
+    return response.parts if response.action is ResponseAction.SEND else []
