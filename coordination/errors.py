@@ -86,5 +86,9 @@ class StaleBrokerEpochError(CoordinationError):
     kafka_error = "STALE_BROKER_EPOCH"
 
 
+class BrokerIdNotRegisteredError(CoordinationError):
+    kafka_error = "BROKER_ID_NOT_REGISTERED"
+
+
 class ProducerIdsExhaustedError(CoordinationError):
     """The 64-bit producer id space is used up (Kafka: UNKNOWN_SERVER_ERROR)."""

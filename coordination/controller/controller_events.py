@@ -375,7 +375,7 @@ class ControllerEvents:
     ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
         """ISR changes reported by leaders (AlterPartition); accepted ones are written and sent to
         every broker in UpdateMetadata."""
-        self.c.check_broker_epoch(broker_id, broker_epoch)
+        self.c.check_live_broker_epoch(broker_id, broker_epoch)
         results: dict[TopicPartition, LeaderAndIsr | Exception] = {}
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
         for tp, proposed in proposals.items():

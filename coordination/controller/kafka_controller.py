@@ -29,6 +29,7 @@ from coordination.controller.request_batch import ControllerBrokerRequestBatch
 from coordination.controller.states import PartitionState, ReplicaState
 from coordination.controller.topic_deletion import TopicDeletionManager
 from coordination.errors import (
+    BrokerIdNotRegisteredError,
     ControllerMovedError,
     CoordinationError,
     InvalidTopicError,
@@ -345,11 +346,27 @@ class KafkaController:
         return override.strip().lower() == "true"
 
     def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
-        """Kafka rejects requests whose broker epoch is older than the registration's czxid."""
+        """ControlledShutdown: a broker epoch older than the registration's czxid is refused; -1 (a
+        broker from before KIP-380) is let through, as Kafka does."""
         current = self.context.broker_epoch(broker_id)
         if broker_epoch != -1 and broker_epoch < current:
             raise StaleBrokerEpochError(
                 f"broker epoch {broker_epoch} of broker {broker_id} is older than the current {current}"
+            )
+
+    def check_live_broker_epoch(
+        self, broker_id: int, broker_epoch: int, unknown: type[CoordinationError] = StaleBrokerEpochError
+    ) -> None:
+        """AlterPartition and AllocateProducerIds come only from a live broker at its live epoch: a
+        zombie (a broker that lost its session, or a previous incarnation) changes nothing. An unknown
+        broker is ``unknown`` (AlterPartition: STALE_BROKER_EPOCH, AllocateProducerIds:
+        BROKER_ID_NOT_REGISTERED), any other epoch than the live one STALE_BROKER_EPOCH."""
+        info = self.context.live_brokers.get(broker_id)
+        if info is None:
+            raise unknown(f"broker {broker_id} is not live")
+        if broker_epoch != info.epoch:
+            raise StaleBrokerEpochError(
+                f"broker epoch {broker_epoch} of broker {broker_id} is not the live one {info.epoch}"
             )
 
     def on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
@@ -460,5 +477,5 @@ class KafkaController:
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdBlock:
         self.require_active()
-        self.check_broker_epoch(broker_id, broker_epoch)
+        self.check_live_broker_epoch(broker_id, broker_epoch, BrokerIdNotRegisteredError)
         return allocate_producer_id_block(self.zk, broker_id)
