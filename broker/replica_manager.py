@@ -140,8 +140,6 @@ class ReplicaManager:
     async def become_leader_or_follower(self, request: Any, version: int,
                                         topic_config: Callable[[str], dict[str, str]]) -> Any:
         """LeaderAndIsr (v2+): per partition create the log and become leader or follower."""
-        if request.broker_epoch != -1 and request.broker_epoch < self.broker_epoch:
-            return LeaderAndIsrResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
         for topic_state in request.topic_states:
             try:  # a log directory is named after the topic: never outside the log dir
                 validate_topic_name(topic_state.topic_name)
@@ -267,8 +265,6 @@ class ReplicaManager:
 
     async def stop_replicas(self, request: Any) -> Any:
         """StopReplica (v3+): stop serving, and delete the log when asked."""
-        if request.broker_epoch != -1 and request.broker_epoch < self.broker_epoch:
-            return StopReplicaResponse(error_code=int(Errors.STALE_BROKER_EPOCH))
         errors = []
         # As Kafka's state-change log: which replicas a controller stopped is otherwise invisible.
         stopped = sorted((t.topic_name, p.partition_index, p.delete_partition)
