@@ -56,6 +56,7 @@ from coordination.admin_zk_client import AdminZkClient
 from coordination.blocking_rpc import send_request
 from coordination.broker_registration import BrokerRegistration, check_cluster_id, get_or_create_cluster_id
 from coordination.config_change_listener import ConfigChangeListener
+from coordination.feature_change_listener import FinalizedFeatureChangeListener
 from coordination.errors import CoordinationError
 from coordination.controller.kafka_controller import ControllerConfig, KafkaController
 from coordination.controller_epoch import ControllerEpochFence
@@ -101,6 +102,7 @@ class KafkaServer:
         self.socket_server: SocketServer | None = None
         self.registration: BrokerRegistration | None = None
         self.config_listener: ConfigChangeListener | None = None
+        self.feature_listener: FinalizedFeatureChangeListener | None = None
         self._shutdown_started = False
         self._controller_started = False
         self.log_manager: LogManager | None = None
@@ -252,6 +254,9 @@ class KafkaServer:
         transaction_coordinator.startup()
         # The dynamic configs from ZooKeeper before the listeners open (a dynamic keystore is served from the start).
         await loop.run_in_executor(None, dynamic_broker_config.install, self.services, self._ssl_factories())
+        # The finalized features too: ApiVersions answers them from the first request.
+        self.feature_listener = FinalizedFeatureChangeListener(zk, api_versions.set_finalized_features)
+        await loop.run_in_executor(None, self.feature_listener.start)
         await self.socket_server.start()
         pool.start()
         self._start_metrics_endpoint(self.services, pool)
@@ -489,6 +494,8 @@ class KafkaServer:
         services.replica_manager.shutdown()
         if self.config_listener is not None:
             await loop.run_in_executor(None, self.config_listener.close)
+        if self.feature_listener is not None:
+            await loop.run_in_executor(None, self.feature_listener.close)
         if self._token_expiry is not None:
             self._token_expiry.cancel()
             await asyncio.gather(self._token_expiry, return_exceptions=True)

@@ -8,6 +8,7 @@ that has been replaced can't write (ControllerMovedError).
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -35,8 +36,10 @@ from coordination.model import (
 )
 from coordination.zk_admin_data import (
     CONFIG_CHANGE_PATH_PREFIX,
+    FEATURE_STATUS_ENABLED,
     config_entity_path,
     decode_entity_config,
+    decode_feature_znode,
     decode_producer_id_block,
     desanitize_entity,
     encode_config_change,
@@ -519,14 +522,20 @@ class KafkaZkClient:
             return False
 
     def ensure_feature_znode(self) -> None:
-        """A 3.9 ZK controller finalizes no features: version 2, enabled, empty map."""
-        data = encode_feature_znode({})
+        """Kafka's enableFeatureVersioning: /feature at version 2 and enabled, its finalized features
+        kept (none when it was disabled, or absent); rewritten only when that changes its content,
+        so that its zkVersion (the finalized features epoch) stays as it was."""
         current, stat = self.zk.get_data(FEATURE_PATH)
         if stat is None:
             try:
-                self.zk.create_recursive(FEATURE_PATH, data)
+                self.zk.create_recursive(FEATURE_PATH, encode_feature_znode({}))
             except NodeExistsError:
                 pass
-        elif current != data:
-            self.zk.set_data(FEATURE_PATH, data, stat.version)
+            return
+        status, features = decode_feature_znode(current)
+        if status != FEATURE_STATUS_ENABLED:
+            features = {}
+        wanted = encode_feature_znode(features)
+        if json.loads(current or b"{}") != json.loads(wanted):
+            self.zk.set_data(FEATURE_PATH, wanted, stat.version)
 

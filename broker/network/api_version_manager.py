@@ -32,6 +32,13 @@ class ApiVersionManager:
             if top >= spec.min_version:
                 self._ranges[int(key)] = (spec.min_version, top)
         self._answer_entries: list[Message] | None = None
+        # The finalized features in /feature and their epoch (its zkVersion), as the broker's
+        # FinalizedFeatureChangeListener last read them; a ZK broker supports no feature itself.
+        self.finalized_features_epoch = -1
+        self.finalized_features: dict[str, int] = {}
+
+    def set_finalized_features(self, epoch: int, features: dict[str, int]) -> None:
+        self.finalized_features, self.finalized_features_epoch = dict(features), epoch
 
     def version_range(self, api_key: int) -> tuple[int, int] | None:
         """(min, max) served for this api key, None if the broker does not serve it."""
@@ -82,4 +89,9 @@ def api_versions_answer(manager: ApiVersionManager, version: int, body: Callable
     if version >= 3 and not (_SOFTWARE.match(request.client_software_name)
                              and _SOFTWARE.match(request.client_software_version)):
         return ApiVersionsResponse(error_code=int(Errors.INVALID_REQUEST)), version
-    return ApiVersionsResponse(error_code=0, api_keys=manager.answer_entries()), version
+    features = manager.finalized_features
+    return ApiVersionsResponse(
+        error_code=0, api_keys=manager.answer_entries(), finalized_features_epoch=manager.finalized_features_epoch,
+        finalized_features=[ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level,
+                                                                    min_version_level=level)
+                            for name, level in sorted(features.items())]), version

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordination.controller.context import PartitionReplica
 from coordination.controller.election import ElectionStrategy
+from coordination.controller.feature_updates import update_features
 from coordination.controller.states import PartitionState, ReplicaState
 from coordination.errors import CoordinationError, MalformedZnodeError
 from coordination.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState, TopicPartition
@@ -67,6 +68,7 @@ def handlers(controller: KafkaController) -> dict[str, Callable[..., Any]]:
         "elect_leaders": events.api(events.elect_leaders),
         "controlled_shutdown": events.api(events.controlled_shutdown),
         "alter_partition": events.api(events.alter_partition),
+        "update_features": events.api(lambda updates: update_features(controller.zk, updates)),
     }
 
 

@@ -33,6 +33,7 @@ CONTROLLER_STATES: dict[str, int] = {
     "log_dir_event_notification": 11,  # LogDirChange
     "topic_unclean_leader_election_enable": 14,  # TopicUncleanLeaderElectionEnable
     "list_partition_reassignments": 15,  # ListPartitionReassignment
+    "update_features": 17,  # UpdateFeatures
 }
 
 # ControllerStats' timer of each ControllerState (Kafka's ControllerState.rateAndTimeMetricName): the

@@ -22,6 +22,7 @@ from coordination.controller.channel_manager import ControllerChannelManager
 from coordination.controller.context import ControllerContext
 from coordination.controller.controller_metrics import CONTROLLER_STATES, IDLE, ControllerMetrics
 from coordination.controller.event_manager import ControllerEvent, ControllerEventManager
+from coordination.controller.feature_updates import FeatureUpdate
 from coordination.controller.partition_state_machine import PartitionStateMachine
 from coordination.controller.reassignment import ReassignmentManager
 from coordination.controller.replica_state_machine import ReplicaStateMachine
@@ -470,6 +471,10 @@ class KafkaController:
     def list_partition_reassignments(self, partitions: set[TopicPartition] | None = None) -> Future[Any]:
         """ListPartitionReassignments: Future of {partition: ReplicaAssignment} for in-flight ones."""
         return self.enqueue("list_partition_reassignments", partitions)
+
+    def update_features(self, updates: list[FeatureUpdate]) -> Future[Any]:
+        """UpdateFeatures: Future of each feature's FeatureUpdateResult."""
+        return self.enqueue("update_features", updates)
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[Any]:
         """ControlledShutdown: Future of the partitions the broker still leads."""
