@@ -60,6 +60,10 @@ def _add_partitions_response(version: int, results: list[tuple[str, dict[TopicPa
 
 
 def add_partitions_error_response(request: Request, error: Errors) -> R:
+    """Kafka's getErrorResponse: every partition with the error before v4, only the top-level error
+    from v4 (a broker's batch, refused as a whole)."""
+    if request.api_version >= FIRST_BROKER_VERSION:
+        return R(throttle_time_ms=0, error_code=int(error), results_by_transaction=[])
     return _add_partitions_response(request.api_version, [
         (txn_id, dict.fromkeys(partitions, error)) for txn_id, _pid, _epoch, _verify, partitions in _transactions(request)])
 
