@@ -151,8 +151,17 @@ def test_partition_counts_no_zookeeper_node_can_hold_are_refused_at_once(module_
 
 def test_alter_partition_with_an_unknown_leader_recovery_state_fails_that_request_only(
         module_broker: BrokerProcess) -> None:
+    from coordination.kafka_zk_client import KafkaZkClient
+
     topic = _topic(module_broker)
-    request = AlterPartitionRequest(broker_id=0, broker_epoch=-1, topics=[AlterPartitionRequest.TopicData(
+    zk = KafkaZkClient.connect(module_broker.zk_connect, 10000)
+    try:
+        info = zk.get_broker_info(0)
+    finally:
+        zk.close()
+    assert info is not None
+    # the live broker epoch: any other is STALE_BROKER_EPOCH before the partitions are read
+    request = AlterPartitionRequest(broker_id=0, broker_epoch=info.epoch, topics=[AlterPartitionRequest.TopicData(
         topic_name=topic, partitions=[AlterPartitionRequest.PartitionData(
             partition_index=0, new_isr=[0], leader_recovery_state=-128)])])
     with module_broker.connect() as connection:
