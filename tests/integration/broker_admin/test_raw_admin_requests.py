@@ -8,8 +8,11 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import (
+    AllocateProducerIdsRequest,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    AlterPartitionRequest,
+    ControlledShutdownRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
@@ -17,6 +20,7 @@ from protocol.messages import (
     DescribeLogDirsRequest,
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
+    UpdateFeaturesRequest,
 )
 from protocol.schema import ZERO_UUID
 from tests.harness.broker import BrokerCluster, BrokerProcess
@@ -197,6 +201,18 @@ def test_non_controller_answers_not_controller(cluster3: BrokerCluster) -> None:
     assert (listed.error_code, listed.topics) == (0, [])
     assert [(r.error_code, r.error_message) for r in controller.request(ApiKey.CREATE_PARTITIONS, 3, grow).results] == [(0, None)]
     assert len(controller.metadata(["nc"]).topics[0].partitions) == 4
+    # the controller's own requests from brokers, and UpdateFeatures (Kafka's answers elsewhere)
+    features = UpdateFeaturesRequest(timeout_ms=5000, feature_updates=[
+        UpdateFeaturesRequest.FeatureUpdateKey(feature="foo", max_version_level=1, upgrade_type=1)])
+    refused = other.request(ApiKey.UPDATE_FEATURES, 1, features)
+    assert (refused.error_code, refused.error_message, refused.results) == (
+        Errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.", [])
+    alter = AlterPartitionRequest(broker_id=other.broker_id, broker_epoch=-1, topics=[])
+    assert other.request(ApiKey.ALTER_PARTITION, 1, alter).error_code == Errors.NOT_CONTROLLER
+    allocate = AllocateProducerIdsRequest(broker_id=other.broker_id, broker_epoch=-1)
+    assert other.request(ApiKey.ALLOCATE_PRODUCER_IDS, 0, allocate).error_code == Errors.NOT_CONTROLLER
+    shutdown = ControlledShutdownRequest(broker_id=other.broker_id, broker_epoch=-1)
+    assert other.request(ApiKey.CONTROLLED_SHUTDOWN, 3, shutdown).error_code == Errors.STALE_CONTROLLER_EPOCH
 
 
 def test_cluster_default_broker_config_reaches_describe(broker: BrokerProcess) -> None:
