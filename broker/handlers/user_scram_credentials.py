@@ -133,7 +133,16 @@ def describe_credentials(services: BrokerServices, users: list[str] | None) -> l
     return results
 
 
-@handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+def describe_error_response(request: Request, error: Errors) -> Any:
+    """Kafka's getErrorResponse: the error at the top and once per user asked for, without the user's
+    name. Of a request for every user (a null list) Kafka 3.9 builds none and never answers; this
+    answers it with the error alone (docs/fencing.md)."""
+    users = request.body().users or []
+    return DescribeUserScramCredentialsResponse(error_code=int(error), error_message=None, results=[
+        DescribeResult(user="", error_code=int(error), error_message=None, credential_infos=[]) for _ in users])
+
+
+@handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, error_response=describe_error_response)
 async def handle_describe_user_scram_credentials(services: BrokerServices, request: Request) -> Response:
     users = request.body().users
     results = await services.pool.run_blocking(describe_credentials, services,
