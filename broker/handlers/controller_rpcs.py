@@ -14,6 +14,7 @@ import logging
 from broker.handlers import handles
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
+from coordination.controller_epoch import StaleControllerEpochError
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import LeaderAndIsrResponse, StopReplicaResponse, UpdateMetadataResponse
@@ -85,5 +86,8 @@ async def handle_stop_replica(services: BrokerServices, request: Request) -> Res
     body = request.body()
     if _stale_broker_epoch(services, body.broker_epoch):
         return Response.send(request, StopReplicaResponse(error_code=int(Errors.STALE_BROKER_EPOCH)))
-    services.epoch_fence.check_and_update(body.controller_id, body.controller_epoch)
+    try:
+        services.epoch_fence.check_and_update(body.controller_id, body.controller_epoch)
+    except StaleControllerEpochError:  # Kafka's replica manager answers it without the partitions
+        return Response.send(request, StopReplicaResponse(error_code=int(Errors.STALE_CONTROLLER_EPOCH)))
     return Response.send(request, await services.replica_manager.stop_replicas(body))
