@@ -7,14 +7,13 @@ watch fires and after every reconnect.
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 from collections.abc import Callable
 
-from coordination.errors import CoordinationError, MalformedZnodeError
+from coordination.errors import MalformedZnodeError
 from coordination.kafka_zk_client import KafkaZkClient
 from coordination.zk_admin_data import FEATURE_STATUS_ENABLED, decode_feature_znode
 from coordination.zk_data import FEATURE_PATH
+from coordination.zk_event_thread import ZkEventThread
 
 log = logging.getLogger(__name__)
 
@@ -27,27 +26,17 @@ class FinalizedFeatureChangeListener:
     def __init__(self, zk_client: KafkaZkClient, on_change: FeaturesCallback) -> None:
         self.zk = zk_client
         self._on_change = on_change
-        self._wakeups: queue.Queue[bool] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="feature-zk-node-event-process-thread", daemon=True)
+        self._events = ZkEventThread("feature-zk-node-event-process-thread", self.update, FEATURE_PATH)
 
     def start(self) -> None:
         """Reads /feature once before returning (ApiVersions is right from the first request)."""
-        self.zk.zk.register_znode_handler(FEATURE_PATH, lambda _path: self._wakeups.put(True))
+        self.zk.zk.register_znode_handler(FEATURE_PATH, lambda _path: self._events.wake())
         self.update()
-        self._thread.start()
+        self._events.start()
 
     def close(self) -> None:
         self.zk.zk.unregister_znode_handler(FEATURE_PATH)
-        self._wakeups.put(False)
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        while self._wakeups.get():
-            try:
-                self.update()
-            except CoordinationError as exc:
-                log.warning("/feature not read now (%s); will retry on the next event", exc)
+        self._events.close()
 
     def update(self) -> None:
         data, stat = self.zk.zk.get_data(FEATURE_PATH, watch=True)  # absent: its creation is watched

@@ -8,8 +8,6 @@ dynamic config changes and for the ACL authorizer's change queues.
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
 from collections.abc import Callable
 
@@ -17,6 +15,7 @@ from kazoo.exceptions import NoNodeError
 
 from coordination.errors import CoordinationError
 from coordination.kafka_zk_client import KafkaZkClient
+from coordination.zk_event_thread import ZkEventThread
 
 log = logging.getLogger(__name__)
 
@@ -49,27 +48,17 @@ class ZkNodeChangeNotificationListener:
         self._expiry_ms = expiry_ms
         self._clock_ms = clock_ms
         self.last_executed_change = -1
-        self._wakeups: queue.Queue[bool] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name=f"change-listener-{path}", daemon=True)
+        self._events = ZkEventThread(f"change-listener-{path}", self.process_notifications,
+                                     f"change notifications under {path}")
 
     def start(self) -> None:
-        self.zk.zk.register_child_handler(self.path, lambda _path: self._wakeups.put(True))
-        self._thread.start()
-        self._wakeups.put(True)
+        self.zk.zk.register_child_handler(self.path, lambda _path: self._events.wake())
+        self._events.start()
+        self._events.wake()
 
     def close(self) -> None:
         self.zk.zk.unregister_child_handler(self.path)
-        self._wakeups.put(False)
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        while self._wakeups.get():
-            try:
-                self.process_notifications()
-            except CoordinationError as exc:
-                log.warning("change notifications under %s not processed now (%s); will retry on the next event",
-                            self.path, exc)
+        self._events.close()
 
     def process_notifications(self) -> None:
         children = self.zk.get_children(self.path, watch=True)
