@@ -154,7 +154,7 @@ class ReplicaManager:
             topic_ids[topic_state.topic_name] = topic_state.topic_id
             if topic_state.topic_name not in configs:
                 configs[topic_state.topic_name] = await self.run_blocking(topic_config, topic_state.topic_name)
-        refusals = {(ts.topic_name, state.partition_index): self._refusal(ts.topic_name, state)
+        refusals = {(ts.topic_name, state.partition_index): self._refusal(ts.topic_name, ts.topic_id, state)
                     for ts in request.topic_states for state in ts.partition_states}
         accepted = [(ts.topic_name, ts.topic_id, state) for ts in request.topic_states for state in ts.partition_states
                     if refusals[ts.topic_name, state.partition_index] is None]
@@ -176,14 +176,25 @@ class ReplicaManager:
                 for t, errs in results.items()])
         return LeaderAndIsrResponse(error_code=0, partition_errors=[e for errs in results.values() for e in errs])
 
-    def _refusal(self, topic: str, state: Any) -> Errors | None:
-        """Kafka's error for a LeaderAndIsr partition state this broker does not apply, or None."""
+    def _refusal(self, topic: str, topic_id: Any, state: Any) -> Errors | None:
+        """Kafka's error for a LeaderAndIsr partition state this broker does not apply, or None.
+
+        An older leader epoch is refused, and so is the current one, unless it only brings a topic id
+        the log lacks, or tells a follower the topic has none (Kafka's topic id upgrade and downgrade
+        without a new epoch): Kafka answers STALE_CONTROLLER_EPOCH to both."""
         tp = (topic, state.partition_index)
         partition = self.partitions.get(tp)
         if partition is not None and state.leader_epoch < partition.leader_epoch:
             log.info("Ignoring LeaderAndIsr for %s-%d: leader epoch %d is older than the current %d",
                      topic, state.partition_index, state.leader_epoch, partition.leader_epoch)
             return Errors.STALE_CONTROLLER_EPOCH
+        if partition is not None and state.leader_epoch == partition.leader_epoch:
+            with_id = topic_id != ZERO_UUID
+            if not (with_id and partition.topic_id is None
+                    or not with_id and partition.topic_id is not None and state.leader != self.broker_id):
+                log.info("Ignoring LeaderAndIsr for %s-%d: its leader epoch %d is the current one",
+                         topic, state.partition_index, state.leader_epoch)
+                return Errors.STALE_CONTROLLER_EPOCH
         if self.broker_id not in state.replicas:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
         if tp in self.offline_partitions:
