@@ -20,6 +20,7 @@ from protocol.errors import Errors
 from protocol.messages import (
     AddPartitionsToTxnRequest,
     AllocateProducerIdsRequest,
+    AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     ApiVersionsRequest,
     ControlledShutdownRequest,
@@ -41,6 +42,7 @@ from protocol.messages import (
 )
 from protocol.schema import ZERO_UUID
 from tests.harness.kafka_cli import kafka_cli
+from tests.harness.waiting import wait_for
 from tests.integration.security.fencing_pair import FencingBroker, RawClient, started_pair
 
 pytestmark = pytest.mark.integration
@@ -54,17 +56,19 @@ def pair(shared_zookeeper, tmp_path_factory) -> Iterator[list[FencingBroker]]:
         for b in brokers:
             b.broker.create_topic("open")
             b.broker.create_topic("secret")
-            zk = b.zk()
-            try:
-                zk.create_topic_assignment("pair", TopicAssignment(random_uuid_b64(), {0: ReplicaAssignment((0, 1))}))
-            finally:
-                zk.close()
-            b.broker.wait_for_leaders("pair", 1)
+            assign_to_brokers_0_and_1(b, "pair")
             created = b.ask("admin", ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
                 resource_type=ACL_TOPIC, resource_name="open", resource_pattern_type=ACL_LITERAL,
                 principal="User:bob", host="*", operation=ACL_DESCRIBE, permission_type=ACL_ALLOW)]))
             assert [r.error_code for r in created.results] == [0]
         yield brokers
+
+
+def assign_to_brokers_0_and_1(b: FencingBroker, topic: str) -> None:
+    """A topic of one partition on brokers 0 and 1, written to ZooKeeper as is (broker 1 never runs)."""
+    zk_value(b, lambda zk: zk.create_topic_assignment(topic, TopicAssignment(
+        random_uuid_b64(), {0: ReplicaAssignment((0, 1))})))
+    b.broker.wait_for_leaders(topic, 1)
 
 
 def same(pair: list[FencingBroker], user: str, api_key: int, version: int,
@@ -133,9 +137,10 @@ def test_delete_topics_by_id_without_describe_or_delete_is_an_authorization_fail
 
 # --- replica reads --------------------------------------------------------------------------------
 
-def _fetch(version: int, replica_id: int, current_leader_epoch: int = -1) -> Callable[[FencingBroker], Any]:
+def _fetch(version: int, replica_id: int, current_leader_epoch: int = -1,
+           topic_name: str = "pair") -> Callable[[FencingBroker], Any]:
     def build(b: FencingBroker) -> Any:
-        topic = FetchRequest.FetchTopic(topic="pair", topic_id=topic_id(b, "pair"), partitions=[
+        topic = FetchRequest.FetchTopic(topic=topic_name, topic_id=topic_id(b, topic_name), partitions=[
             FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1000,
                                         current_leader_epoch=current_leader_epoch, log_start_offset=-1)])
         replica = ({"replica_state": FetchRequest.ReplicaState(replica_id=replica_id, replica_epoch=-1)}
@@ -161,16 +166,54 @@ def test_replica_fetches_are_served_to_the_partitions_followers_only(pair, versi
         Errors.TOPIC_AUTHORIZATION_FAILED]  # a follower needs CLUSTER_ACTION
 
 
+def test_a_replica_moved_away_and_an_older_leader_epoch_are_fenced(pair) -> None:
+    """A reassignment from [0, 1] to [0] bumps the leader epoch: broker 1's fetches are refused from
+    then on, and so is any request that still names the leader epoch before."""
+    move = AlterPartitionReassignmentsRequest(timeout_ms=10000, topics=[
+        AlterPartitionReassignmentsRequest.ReassignableTopic(name="moving", partitions=[
+            AlterPartitionReassignmentsRequest.ReassignablePartition(partition_index=0, replicas=[0])])])
+    for b in pair:
+        assign_to_brokers_0_and_1(b, "moving")
+        assert [p.error_code for t in b.ask("admin", ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, move).responses
+                for p in t.partitions] == [0]
+        wait_for(lambda: b.broker.metadata(["moving"]).topics[0].partitions[0].replica_nodes == [0],
+                 f"{b.kind}: the reassignment to complete")
+    assert same(pair, "admin", ApiKey.METADATA, 12, lambda b: MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name="moving")], allow_auto_topic_creation=False),
+        lambda r: [(p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes) for p in r.topics[0].partitions]
+    ) == [(0, 1, [0], [0])]
+    assert same(pair, "admin", ApiKey.FETCH, 12, _fetch(12, 1, topic_name="moving"), _partition_errors) == [
+        Errors.NOT_LEADER_OR_FOLLOWER]
+    assert same(pair, "admin", ApiKey.FETCH, 12, _fetch(12, -1, 0, "moving"), _partition_errors) == [
+        Errors.FENCED_LEADER_EPOCH]
+    assert same(pair, "admin", ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, _offset_for_leader_epoch("moving", 1, 0),
+                _epoch_end_offsets) == [(Errors.FENCED_LEADER_EPOCH, -1, -1)]
+    # the controller's own requests are fenced by the leader epoch too (LeaderAndIsr with the
+    # controller epoch's error, as Kafka answers)
+    for leader_epoch in (0, 1):  # older, and the current one
+        assert same(pair, "admin", ApiKey.LEADER_AND_ISR, 7, lambda b, e=leader_epoch: _leader_and_isr(
+            controller_epoch(b), -1, "moving", e), _control_errors) == (0, [Errors.STALE_CONTROLLER_EPOCH])
+    S = StopReplicaRequest
+    assert same(pair, "admin", ApiKey.STOP_REPLICA, 4, lambda b: S(
+        controller_id=0, controller_epoch=controller_epoch(b), broker_epoch=-1, topic_states=[
+            S.StopReplicaTopicState(topic_name="moving", partition_states=[
+                S.StopReplicaPartitionState(partition_index=0, leader_epoch=0, delete_partition=False)])]),
+        _control_errors) == (0, [Errors.FENCED_LEADER_EPOCH])
+
+
+def _offset_for_leader_epoch(topic: str, replica_id: int, current: int = -1) -> Callable[[FencingBroker], Any]:
+    return lambda b: OffsetForLeaderEpochRequest(replica_id=replica_id, topics=[
+        OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=current, leader_epoch=0)])])
+
+
+def _epoch_end_offsets(r: Any) -> list[tuple[int, int, int]]:
+    return [(p.error_code, p.leader_epoch, p.end_offset) for t in r.topics for p in t.partitions]
+
+
 def test_offset_for_leader_epoch_needs_cluster_action_or_describe_and_the_current_epoch(pair) -> None:
-    def request(topic: str, replica_id: int, current: int = -1) -> Callable[[FencingBroker], Any]:
-        return lambda b: OffsetForLeaderEpochRequest(replica_id=replica_id, topics=[
-            OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
-                OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
-                    partition=0, current_leader_epoch=current, leader_epoch=0)])])
-
-    def view(r: Any) -> list[tuple[int, int, int]]:
-        return [(p.error_code, p.leader_epoch, p.end_offset) for t in r.topics for p in t.partitions]
-
+    request, view = _offset_for_leader_epoch, _epoch_end_offsets
     denied = [(Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1)]
     assert same(pair, "bob", ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, request("open", 5), view) == [(0, 0, 0)]
     assert same(pair, "bob", ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, request("pair", 1), view) == denied
@@ -193,14 +236,18 @@ def test_list_offsets_from_a_replica_id_needs_describe_only(pair) -> None:
 
 # --- the controller's requests to brokers -----------------------------------------------------------
 
+def _leader_and_isr(controller_epoch: int, broker_epoch: int, topic: str = "open", leader_epoch: int = 0) -> Any:
+    L = LeaderAndIsrRequest
+    return L(controller_id=0, controller_epoch=controller_epoch, broker_epoch=broker_epoch, live_leaders=[],
+             topic_states=[L.LeaderAndIsrTopicState(topic_name=topic, partition_states=[L.LeaderAndIsrPartitionState(
+                 partition_index=0, controller_epoch=controller_epoch, leader=0, leader_epoch=leader_epoch, isr=[0],
+                 replicas=[0])])])
+
+
 def _controller_requests(controller_epoch: int, broker_epoch: int) -> dict[str, tuple[int, int, Any]]:
-    L, S = LeaderAndIsrRequest, StopReplicaRequest
+    S = StopReplicaRequest
     return {
-        "LeaderAndIsr": (ApiKey.LEADER_AND_ISR, 7, L(
-            controller_id=0, controller_epoch=controller_epoch, broker_epoch=broker_epoch, live_leaders=[],
-            topic_states=[L.LeaderAndIsrTopicState(topic_name="open", partition_states=[L.LeaderAndIsrPartitionState(
-                partition_index=0, controller_epoch=controller_epoch, leader=0, leader_epoch=0, isr=[0],
-                replicas=[0])])])),
+        "LeaderAndIsr": (ApiKey.LEADER_AND_ISR, 7, _leader_and_isr(controller_epoch, broker_epoch)),
         "UpdateMetadata": (ApiKey.UPDATE_METADATA, 8, UpdateMetadataRequest(
             controller_id=0, controller_epoch=controller_epoch, broker_epoch=broker_epoch, topic_states=[],
             live_brokers=[])),
