@@ -532,10 +532,13 @@ class KafkaZkClient:
             except NodeExistsError:
                 pass
             return
-        status, features = decode_feature_znode(current)
-        if status != FEATURE_STATUS_ENABLED:
-            features = {}
-        wanted = encode_feature_znode(features)
-        if json.loads(current or b"{}") != json.loads(wanted):
+        try:
+            status, features = decode_feature_znode(current)
+            existing = json.loads(current or b"{}")
+        except MalformedZnodeError as exc:
+            log.error("rewriting /feature: %s", exc)
+            status, features, existing = FEATURE_STATUS_ENABLED, {}, None
+        wanted = encode_feature_znode(features if status == FEATURE_STATUS_ENABLED else {})
+        if existing != json.loads(wanted):
             self.zk.set_data(FEATURE_PATH, wanted, stat.version)
 

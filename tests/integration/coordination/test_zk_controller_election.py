@@ -37,6 +37,8 @@ def test_only_one_controller_and_takeover_when_it_dies(cluster: Cluster) -> None
     client.start(5)
     try:
         assert client.get("/feature")[0] == b'{"version":2,"status":1,"features":{}}'
+        # the same content as Kafka orders it: a new controller leaves it (and its epoch) as it is
+        client.set("/feature", b'{"features":{},"version":2,"status":1}')
     finally:
         client.stop()
     others = [b.controller for b in cluster.brokers.values() if b.controller is not first]
@@ -48,6 +50,13 @@ def test_only_one_controller_and_takeover_when_it_dies(cluster: Cluster) -> None
     second = cluster.active_controller()
     assert second is not first and second.epoch == 2
     assert controller_znode(cluster)[1] == b"2"
+    client = KazooClient(cluster.connect)
+    client.start(5)
+    try:
+        value, stat = client.get("/feature")
+        assert (value, stat.version) == (b'{"features":{},"version":2,"status":1}', 1)
+    finally:
+        client.stop()
     # The new controller manages the cluster: topic creation works through it.
     assert second.create_topics([NewTopic("after", 1, 2)]) == {"after": None}
     wait_for(lambda: TopicPartition("after", 0) in second.context.leadership, what="leader for new topic")
