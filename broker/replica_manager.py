@@ -417,6 +417,10 @@ class ReplicaManager:
         self.complete_delayed_requests((partition.topic, partition.partition))
 
     def _maybe_expand_isr(self, partition: Partition, replica_id: int) -> None:
+        """A caught-up follower joins the ISR only if it is a live broker here (Kafka's ZK-mode
+        isReplicaIsrEligible): a broker the controller counts dead is not proposed."""
+        if not self.metadata_cache.has_broker(replica_id):
+            return
         new_isr = partition.isr_to_expand(replica_id)
         if new_isr is not None and self.alter_partition_manager is not None:
             self.alter_partition_manager.submit(partition, new_isr)

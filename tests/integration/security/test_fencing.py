@@ -160,6 +160,8 @@ def test_replica_fetches_are_served_to_the_partitions_followers_only(pair, versi
     answers = {replica: same(pair, "admin", ApiKey.FETCH, version, _fetch(version, replica), _partition_errors)
                for replica in (0, 1, 5)}
     assert answers == {0: [Errors.NOT_LEADER_OR_FOLLOWER], 1: [0], 5: [Errors.NOT_LEADER_OR_FOLLOWER]}
+    # caught up, but no live broker: not proposed for the ISR (Kafka's ZK-mode isReplicaIsrEligible)
+    assert "Proposing ISR [0, 1]" not in pair[0].broker.log_path.read_text()
     assert same(pair, "admin", ApiKey.FETCH, version, _fetch(version, 1, current_leader_epoch=3),
                 _partition_errors) == [Errors.UNKNOWN_LEADER_EPOCH]
     assert same(pair, "bob", ApiKey.FETCH, version, _fetch(version, 1), _partition_errors) == [
