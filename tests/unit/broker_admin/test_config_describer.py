@@ -141,7 +141,10 @@ def test_entries_come_in_kafkas_order() -> None:
 
 def test_a_broker_describes_every_kafka_config_and_hides_unknown_values() -> None:
     entries = _by_name(describe_broker(_dyn(), per_broker=True))
-    assert len(entries) == 314 + 1  # the 314 of a Kafka 3.9 broker, and the unknown custom.key
+    # the 314 of a Kafka 3.9 broker, Kafka 4's group.consumer.migration.policy (KIP-848 groups are
+    # served here) and the unknown custom.key
+    assert len(entries) == 314 + 1 + 1
+    assert entries["group.consumer.migration.policy"].value == "bidirectional"
     assert entries["node.id"].value == "0" and entries["ssl.keystore.type"].value == "JKS"
     assert "log.initial.task.delay.ms" not in entries  # internal, as in Kafka
     assert (entries["custom.key"].value, entries["custom.key"].is_sensitive) == (None, True)
