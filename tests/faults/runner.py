@@ -23,12 +23,14 @@ from tests.faults.results import Cell, Report
 from tests.faults.workloads import (
     RATE,
     ConfluentWorkload,
+    ConsumerProtocolWorkload,
     JavaWorkload,
     TransactionalCopyWorkload,
     Workload,
     WorkloadSpec,
     end_offsets,
     read_group_records,
+    topic_ids,
     read_topic,
 )
 from tests.harness.kafka_cli import KafkaCli
@@ -72,6 +74,7 @@ class Runner:
         round_dir = self.work_dir / f"round-{index:03d}-{nemesis.name}"
         round_dir.mkdir(parents=True, exist_ok=True)
         topics = {"java": f"f{index:03d}-{nemesis.name}-java", "confluent": f"f{index:03d}-{nemesis.name}-ck",
+                  "consumer-protocol": f"f{index:03d}-{nemesis.name}-cp",
                   "txn": f"f{index:03d}-{nemesis.name}-tx", "txn-copy": f"f{index:03d}-{nemesis.name}-tx-copy"}
         for topic in topics.values():
             self.cluster.create_topic(topic, PARTITIONS)
@@ -80,6 +83,7 @@ class Runner:
         bootstrap = self.cluster.bootstrap
         workloads: list[Workload] = [JavaWorkload(self.cli, bootstrap, topics["java"], spec, round_dir),
                                      ConfluentWorkload(bootstrap, topics["confluent"], spec),
+                                     ConsumerProtocolWorkload(bootstrap, topics["consumer-protocol"], spec),
                                      TransactionalCopyWorkload(bootstrap, topics["txn"], topics["txn-copy"], spec)]
         say(f"round {index}: {nemesis.name} for {nemesis.duration:.0f}s")
         recovery: float | None = None
@@ -139,7 +143,8 @@ class Runner:
     def _check(self, index: int, nemesis: Nemesis, fault: str, supported: bool, recovery: float | None,
                problems: list[str], workloads: list[Workload]) -> list[Cell]:
         bootstrap = self.cluster.bootstrap
-        group_records = read_group_records(bootstrap, {w.consumers.group for w in workloads})
+        group_records = read_group_records(bootstrap, {w.consumers.group for w in workloads},
+                                           topic_names=topic_ids(bootstrap, [w.consumers.topic for w in workloads]))
         cells = []
         for workload in workloads:
             own = workload.check(bootstrap)
@@ -149,7 +154,7 @@ class Runner:
             violations += check_consumed_all(workload.consumers, workload.producer)
             violations += check_client_commits(workload.consumers)
             violations += check_group_log(workload.consumers, group_records,
-                                          member_ids_known=isinstance(workload, ConfluentWorkload))
+                                          member_ids_known=getattr(workload, "full_assignments", False))
             violations += [f"producer error: {e}" for e in workload.producer.errors if "fatal" in e.lower()]
             cells.append(Cell(
                 round=index, nemesis=nemesis.name, workload=workload.name, fault=fault, supported=supported,

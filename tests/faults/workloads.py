@@ -20,6 +20,8 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,6 +175,10 @@ class JavaWorkload(Workload):
 
 class ConfluentWorkload(Workload):
     name = "confluent"
+    # The classic protocol with the range assignor, quick to notice a dead member.
+    group_settings: dict[str, Any] = {"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                                      "partition.assignment.strategy": "range"}
+    full_assignments = True  # each assignment callback carries a member's whole assignment
 
     def __init__(self, bootstrap: str, topic: str, spec: WorkloadSpec) -> None:
         self.bootstrap, self.topic, self.spec = bootstrap, topic, spec
@@ -228,9 +234,8 @@ class ConfluentWorkload(Workload):
         from confluent_kafka import Consumer, KafkaException
 
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.consumers.group,
-                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                             "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
-                             "partition.assignment.strategy": "range", "logger": CLIENT_LOG})
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": CLIENT_LOG,
+                             **self.group_settings})
 
         def member() -> str:
             return consumer.memberid() or "?"
@@ -277,6 +282,15 @@ class ConfluentWorkload(Workload):
         self._stop.set()
         for thread in (self._producer_thread, *self._member_threads):
             thread.join(30)
+
+
+class ConsumerProtocolWorkload(ConfluentWorkload):
+    """The same members with KIP-848's consumer protocol: the coordinator assigns, members reconcile
+    incrementally (their assignment callbacks carry only what changes)."""
+
+    name = "consumer-protocol"
+    group_settings: dict[str, Any] = {"group.protocol": "consumer"}
+    full_assignments = False
 
 
 class TransactionalCopyWorkload(ConfluentWorkload):
@@ -436,15 +450,36 @@ def end_offsets(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, 
         consumer.close()
 
 
-def read_group_records(bootstrap: str, groups: set[str], timeout: float = 60.0) -> list[GroupRecord]:
+def read_group_records(bootstrap: str, groups: set[str], timeout: float = 60.0,
+                       topic_names: dict[Any, str] | None = None) -> list[GroupRecord]:
     """The groups' records in ``__consumer_offsets`` (offset commits and group metadata), decoded
-    with Kafka's record schemas, in log order per partition (a group lives in one partition)."""
+    with Kafka's record schemas, in log order per partition (a group lives in one partition). A KIP-848
+    group's current-assignment records become, after each, the snapshot of what every member holds
+    (assigned or still to revoke), topics named through ``topic_names`` (topic id -> name)."""
+    from broker.coordinator.consumer import consumer_group_records as consumer_records
     from protocol import consumer_offsets_records as records
-    from protocol.messages import ConsumerProtocolAssignment
+    from protocol.messages import ConsumerProtocolAssignment, message_class
 
     result = []
+    held: dict[str, dict[str, dict[str, list[int]]]] = defaultdict(dict)  # group -> member -> topic -> partitions
+    current_key = message_class("ConsumerGroupCurrentMemberAssignmentKey")
+    current_value = message_class("ConsumerGroupCurrentMemberAssignmentValue")
     # read_committed: what the group coordinator materialises (an aborted transaction's offsets never count)
     for _, _, key, value in read_log(bootstrap, "__consumer_offsets", timeout, isolation="read_committed"):
+        if key is not None and consumer_records.record_type(key) == consumer_records.CURRENT_MEMBER_ASSIGNMENT:
+            k = current_key.decode(key[2:], 0)
+            if k.group_id not in groups:
+                continue
+            if value is None:
+                held[k.group_id].pop(k.member_id, None)
+                continue
+            v = current_value.decode(value[2:], 0)
+            owned: dict[str, list[int]] = defaultdict(list)
+            for tp in [*v.assigned_partitions, *v.partitions_pending_revocation]:
+                owned[(topic_names or {}).get(tp.topic_id, str(tp.topic_id))] += list(tp.partitions)
+            held[k.group_id][k.member_id] = dict(owned)
+            result.append(GroupRecord(k.group_id, generation=v.member_epoch, assignments=dict(held[k.group_id])))
+            continue
         if key is None or not records.is_classic_group_key(key):
             continue
         decoded = records.decode_key(key)
@@ -466,3 +501,18 @@ def read_group_records(bootstrap: str, groups: set[str], timeout: float = 60.0) 
                 assignments[member.member_id] = owned
             result.append(GroupRecord(decoded.group, generation=metadata.generation, assignments=assignments))
     return result
+
+
+def topic_ids(bootstrap: str, topics: list[str], timeout: float = 30.0) -> dict[Any, str]:
+    """topic id -> name (KIP-848's records name topics by id)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": CLIENT_LOG})
+    described = admin.describe_topics(TopicCollection(topics))
+    found = {}
+    for name, future in described.items():
+        topic_id = future.result(timeout=timeout).topic_id  # confluent-kafka's Uuid: two signed 64-bit halves
+        found[uuid.UUID(int=(topic_id.get_most_significant_bits() % (1 << 64)) << 64
+                        | topic_id.get_least_significant_bits() % (1 << 64))] = name
+    return found
