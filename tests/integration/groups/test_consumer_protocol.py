@@ -119,3 +119,28 @@ def test_the_admin_client_lists_and_describes_consumer_groups(broker: BrokerProc
         assert {tp.partition for tp in member.assignment.topic_partitions} == {0, 1}
     finally:
         consumer.close()
+
+
+def test_a_static_member_restarts_and_gets_its_partitions_back(broker: BrokerProcess) -> None:
+    topic, group = unique("t"), unique("g")
+    broker.create_topic(topic, 4)
+    revoked_from_b: list[int] = []
+    a = _consumer(broker, group, **{"group.instance.id": "a"})
+    b = _consumer(broker, group, **{"group.instance.id": "b"})
+    seen: dict[int, list[bytes]] = {}
+    try:
+        a.subscribe([topic])
+        b.subscribe([topic], on_revoke=lambda _, parts: revoked_from_b.extend(p.partition for p in parts))
+        wait_for(lambda: _poll([a, b], seen) or (
+            len(a.assignment()) == 2 and len(b.assignment()) == 2), "two static members with two partitions each", 60)
+        before = {tp.partition for tp in a.assignment()}
+        revoked_from_b.clear()  # what the first balancing took from b does not count
+        a.close()
+        a = _consumer(broker, group, **{"group.instance.id": "a"})
+        a.subscribe([topic])
+        wait_for(lambda: _poll([a, b], seen) or {tp.partition for tp in a.assignment()} == before,
+                 "the same partitions back", 60)
+        assert revoked_from_b == []  # the other member never gave anything up
+    finally:
+        a.close()
+        b.close()
