@@ -1,0 +1,74 @@
+"""Shared by the share-group handlers: the share components, or the error that says they are off."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from broker.security.authorizer.acl import AclOperation, ResourceType
+from protocol.errors import Errors, KafkaApiError
+
+if TYPE_CHECKING:
+    from broker.network.request_channel import Request
+    from broker.services import BrokerServices
+    from broker.share.share_services import ShareServices
+
+
+def share_services(services: BrokerServices) -> ShareServices:
+    """The broker's share components; UNSUPPORTED_VERSION while share groups are off (the APIs are
+    then not advertised, so only a client that ignores ApiVersions gets here)."""
+    if services.share is None:
+        raise KafkaApiError(Errors.UNSUPPORTED_VERSION)
+    return services.share
+
+
+TopicPartition = tuple[str, int]
+IdPartition = tuple[uuid.UUID, int]
+AckBatches = list[tuple[int, int, list[int]]]
+
+
+def acknowledgements(services: BrokerServices, topics: Any) -> tuple[dict[TopicPartition, AckBatches],
+                                                                      dict[TopicPartition, uuid.UUID],
+                                                                      list[IdPartition]]:
+    """A request's AcknowledgementBatches by partition, the topic id of each named partition, and
+    the (topic id, partition) pairs of topics this broker does not know (UNKNOWN_TOPIC_ID)."""
+    found: dict[TopicPartition, AckBatches] = {}
+    ids: dict[TopicPartition, uuid.UUID] = {}
+    unknown: list[IdPartition] = []
+    for topic in topics:
+        name = services.metadata_cache.topic_name(topic.topic_id)
+        for partition in topic.partitions:
+            if name is None:
+                unknown.append((topic.topic_id, partition.partition_index))
+                continue
+            tp = (name, partition.partition_index)
+            ids[tp] = topic.topic_id
+            if partition.acknowledgement_batches:
+                found[tp] = [(b.first_offset, b.last_offset, list(b.acknowledge_types))
+                             for b in partition.acknowledgement_batches]
+    return found, ids, unknown
+
+
+def unauthorized_topics(services: BrokerServices, request: Request, topics: Iterable[str]) -> set[str]:
+    """Topics the request may not READ (their partitions answer TOPIC_AUTHORIZATION_FAILED)."""
+    return {t for t in set(topics)
+            if not services.auth.authorize(request, AclOperation.READ, ResourceType.TOPIC, t)}
+
+
+class LeaderHints:
+    """CurrentLeader of each partition answered NOT_LEADER_OR_FOLLOWER, and the NodeEndpoints of
+    those leaders (KIP-951's hints, as ShareFetch and ShareAcknowledge carry them)."""
+
+    def __init__(self, services: BrokerServices, listener: str) -> None:
+        self._cache = services.metadata_cache
+        self._listener = listener
+        self.endpoints: dict[int, tuple[str, int, str | None]] = {}
+
+    def leader(self, tp: TopicPartition, error: Errors) -> tuple[int, int]:
+        if error is not Errors.NOT_LEADER_OR_FOLLOWER:
+            return -1, -1
+        leader_id, epoch, node = self._cache.current_leader(tp[0], tp[1], self._listener)
+        if node is not None:
+            self.endpoints[node[0]] = (node[1], node[2], node[3])
+        return leader_id, epoch

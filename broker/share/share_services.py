@@ -1,0 +1,91 @@
+"""The share-group components of one broker and their timers (on when ``group.share.enable``).
+
+The share group coordinator (membership), the share session cache and the SharePartitionManager
+(in-flight records) are built together: a member that leaves or is fenced has its share session
+dropped and its acquired records released, and acquisition locks that run out make records
+available again without waiting for the next fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker.coordinator.share.share_group_coordinator import ShareGroupCoordinator, ShareGroupSettings
+from broker.share.share_partition import SharePartitionConfig
+from broker.share.share_partition_manager import SharePartitionManager, now_ms
+from broker.share.share_session_cache import ShareSessionCache
+
+if TYPE_CHECKING:
+    from broker.config import KafkaConfig
+    from broker.coordinator.group.group_coordinator import GroupCoordinator
+    from broker.metadata_cache import MetadataCache
+    from broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+LOCK_EXPIRY_CHECK_MS = 100
+SESSION_EXPIRY_CHECK_MS = 500
+
+
+@dataclass
+class ShareServices:
+    coordinator: ShareGroupCoordinator
+    sessions: ShareSessionCache
+    partitions: SharePartitionManager
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.coordinator.member_removed_listeners.append(self._on_member_removed)
+
+    def _on_member_removed(self, group_id: str, member_id: str) -> None:
+        self.sessions.remove_member(group_id, member_id)
+        self.partitions.release_member(group_id, member_id)
+
+    def startup(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._every(LOCK_EXPIRY_CHECK_MS, self.partitions.expire_locks),
+                                        name="share-lock-expiry"),
+                       loop.create_task(self._every(SESSION_EXPIRY_CHECK_MS,
+                                                    lambda: self.coordinator.expire_sessions(now_ms())),
+                                        name="share-member-expiry")]
+
+    def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    @staticmethod
+    async def _every(interval_ms: int, action) -> None:  # type: ignore[no-untyped-def]
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                action()
+            except Exception:
+                log.exception("share-group timer failed")
+
+
+def build_share_services(config: KafkaConfig, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
+                         group_coordinator: GroupCoordinator) -> ShareServices:
+    """The share-group components from the group.share.* broker configs."""
+    settings = ShareGroupSettings(session_timeout_ms=config.get("group.share.session.timeout.ms"),
+                                  heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
+                                  max_size=config.get("group.share.max.size"))
+    partition_config = SharePartitionConfig(
+        record_lock_duration_ms=config.get("group.share.record.lock.duration.ms"),
+        delivery_count_limit=config.get("group.share.delivery.count.limit"),
+        max_record_locks=config.get("group.share.partition.max.record.locks"))
+
+    def topic(name: str) -> tuple[uuid.UUID, int] | None:
+        if not metadata_cache.contains_topic(name):
+            return None
+        return metadata_cache.topic_id(name), len(metadata_cache.topic_partitions(name))
+
+    def is_classic_group(group_id: str) -> bool:
+        return group_coordinator.manager.get_group(group_id) is not None
+
+    return ShareServices(ShareGroupCoordinator(settings, topic, is_classic_group),
+                         ShareSessionCache(config.get("group.share.max.share.sessions"), settings.session_timeout_ms),
+                         SharePartitionManager(replica_manager, partition_config))
