@@ -72,3 +72,32 @@ class LeaderHints:
         if node is not None:
             self.endpoints[node[0]] = (node[1], node[2], node[3])
         return leader_id, epoch
+
+
+# --- ListGroups and DeleteGroups for share groups (the classic handlers call these) -------------
+
+SHARE_GROUP_TYPE = "share"
+
+
+def listed_share_groups(services: BrokerServices, states: list[str], types: set[str]) -> list[tuple[str, str]]:
+    """(group id, state) of the share groups ListGroups answers with its filters (types and states
+    match case-insensitively, as Kafka's); none while share groups are off."""
+    if services.share is None or (types and SHARE_GROUP_TYPE not in types):
+        return []
+    wanted = {s.lower() for s in states}
+    return [(group.group_id, group.state.value) for group in services.share.coordinator.groups.values()
+            if not wanted or group.state.value.lower() in wanted]
+
+
+def delete_share_groups(services: BrokerServices, names: list[str]) -> dict[str, Errors]:
+    """DeleteGroups for the names that are share groups: an empty one goes with its share-partitions'
+    state, a non-empty one is NON_EMPTY_GROUP. Names that are not share groups are left out."""
+    if services.share is None:
+        return {}
+    results = {}
+    for name in names:
+        if name in services.share.coordinator.groups:
+            results[name] = services.share.coordinator.delete_group(name)
+            if results[name] is Errors.NONE:
+                services.share.partitions.delete_group(name)
+    return results

@@ -1,8 +1,8 @@
 """The share-group components of one broker and their timers (on when ``group.share.enable``).
 
 The share group coordinator (membership), the share session cache and the SharePartitionManager
-(in-flight records) are built together: a member that leaves or is fenced has its share session
-dropped and its acquired records released, and acquisition locks that run out make records
+(in-flight records) are built together: a member that is fenced has its share sessions dropped
+and its acquired records released, and acquisition locks that run out make records
 available again without waiting for the next fetch.
 """
 
@@ -39,9 +39,9 @@ class ShareServices:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.coordinator.member_removed_listeners.append(self._on_member_removed)
+        self.coordinator.member_fenced_listeners.append(self._on_member_fenced)
 
-    def _on_member_removed(self, group_id: str, member_id: str) -> None:
+    def _on_member_fenced(self, group_id: str, member_id: str) -> None:
         self.sessions.remove_member(group_id, member_id)
         self.partitions.release_member(group_id, member_id)
 

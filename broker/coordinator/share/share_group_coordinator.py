@@ -56,8 +56,10 @@ class ShareGroupCoordinator:
         self._topics = topics
         self._is_other_group_type = is_other_group_type
         self.groups: dict[str, ShareGroup] = {}
-        # Called as (group id, member id) when a member leaves or is fenced.
-        self.member_removed_listeners: list[Callable[[str, str], None]] = []
+        # Called as (group id, member id) when a member is fenced (its session ran out). A member
+        # that leaves is not reported: it closes its share sessions itself (epoch -1) and its last
+        # acknowledgements may still be on their way.
+        self.member_fenced_listeners: list[Callable[[str, str], None]] = []
 
     # --- heartbeat -----------------------------------------------------------------------------
 
@@ -142,8 +144,6 @@ class ShareGroupCoordinator:
     def remove_member(self, group: ShareGroup, member_id: str) -> None:
         del group.members[member_id]
         group.group_epoch += 1
-        for listener in self.member_removed_listeners:
-            listener(group.group_id, member_id)
 
     def expire_sessions(self, now_ms: int) -> list[tuple[str, str]]:
         """Fence every member whose session ran out; the (group, member) pairs fenced."""
@@ -153,6 +153,8 @@ class ShareGroupCoordinator:
                 if member.session_deadline_ms <= now_ms:
                     self.remove_member(group, member.member_id)
                     fenced.append((group.group_id, member.member_id))
+                    for listener in self.member_fenced_listeners:
+                        listener(group.group_id, member.member_id)
         return fenced
 
     # --- admin ---------------------------------------------------------------------------------
