@@ -87,6 +87,7 @@ class ShareGroupCoordinator:
         if group is None:
             group = self.groups[group_id] = ShareGroup(group_id)
         member = group.members.get(member_id)
+        bump = False  # the group epoch moves at most once per heartbeat, as Kafka's
         if member_epoch == JOIN_GROUP_MEMBER_EPOCH:
             if member is None:
                 if len(group.members) >= self.settings.max_size:
@@ -94,7 +95,7 @@ class ShareGroupCoordinator:
                         Errors.GROUP_MAX_SIZE_REACHED,
                         f"The share group has reached its maximum capacity of {self.settings.max_size} members.")
                 member = group.members[member_id] = ShareGroupMember(member_id, 0, client_id, client_host, [])
-                group.group_epoch += 1
+                bump = True
         elif member is None:
             raise ShareGroupHeartbeatError(Errors.UNKNOWN_MEMBER_ID,
                                            f"Member {member_id} is not a member of group {group_id}.")
@@ -106,12 +107,12 @@ class ShareGroupCoordinator:
                 "partitions and rejoin.")
         if subscribed is not None and sorted(subscribed) != sorted(member.subscribed_topic_names):
             member.subscribed_topic_names = list(subscribed)
-            group.group_epoch += 1
+            bump = True
         if rack_id is not None:
             member.rack_id = rack_id
         member.client_id, member.client_host = client_id, client_host
         member.session_deadline_ms = now_ms + self.settings.session_timeout_ms
-        self._maybe_reassign(group)
+        self._maybe_reassign(group, bump)
         previous = member.assignment
         target = group.target_assignment.get(member_id, {})
         changed = target != previous or member.member_epoch != group.assignment_epoch
@@ -129,10 +130,12 @@ class ShareGroupCoordinator:
                 found[topic] = described
         return found
 
-    def _maybe_reassign(self, group: ShareGroup) -> None:
+    def _maybe_reassign(self, group: ShareGroup, bump: bool) -> None:
         metadata = self._subscription_metadata(group)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
+            bump = True
+        if bump:
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
             members = {m.member_id: m.subscribed_topic_names for m in group.members.values()}
