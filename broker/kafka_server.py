@@ -256,8 +256,10 @@ class KafkaServer:
         self.services.transaction_coordinator = transaction_coordinator
         transaction_coordinator.startup()
         if config.get("group.share.enable"):
-            self.services.share = build_share_services(config, replica_manager, metadata_cache, group_coordinator)
-            replica_manager.leadership_listeners.append(self.services.share.partitions.on_leadership_change)
+            self.services.share = build_share_services(config, replica_manager, metadata_cache, group_coordinator,
+                                                       self.services.admin_zk, pool.run_blocking, self.client_security)
+            replica_manager.leadership_listeners += [self.services.share.partitions.on_leadership_change,
+                                                     self.services.share.state.on_leadership_change]
             self.services.share.startup()
         # The dynamic configs from ZooKeeper before the listeners open (a dynamic keystore is served from the start).
         await loop.run_in_executor(None, dynamic_broker_config.install, self.services, self._ssl_factories())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from broker.security.authorizer.acl import AclOperation, ResourceType
@@ -12,6 +12,7 @@ from protocol.errors import Errors, KafkaApiError
 if TYPE_CHECKING:
     from broker.network.request_channel import Request
     from broker.services import BrokerServices
+    from broker.share.share_coordinator import ShareCoordinator
     from broker.share.share_services import ShareServices
 
 
@@ -89,7 +90,7 @@ def listed_share_groups(services: BrokerServices, states: list[str], types: set[
             if not wanted or group.state.value.lower() in wanted]
 
 
-def delete_share_groups(services: BrokerServices, names: list[str]) -> dict[str, Errors]:
+async def delete_share_groups(services: BrokerServices, names: list[str]) -> dict[str, Errors]:
     """DeleteGroups for the names that are share groups: an empty one goes with its share-partitions'
     state, a non-empty one is NON_EMPTY_GROUP. Names that are not share groups are left out."""
     if services.share is None:
@@ -99,5 +100,31 @@ def delete_share_groups(services: BrokerServices, names: list[str]) -> dict[str,
         if name in services.share.coordinator.groups:
             results[name] = services.share.coordinator.delete_group(name)
             if results[name] is Errors.NONE:
-                services.share.partitions.delete_group(name)
+                await services.share.partitions.delete_group(name)
+    return results
+
+
+# --- the share-group state RPCs (83-87), broker to share coordinator ----------------------------
+
+def state_coordinator(services: BrokerServices, request: Request) -> ShareCoordinator:
+    """The share coordinator, once the caller may CLUSTER_ACTION (these RPCs come from brokers)."""
+    share = share_services(services)
+    if not services.auth.authorize_cluster(request, AclOperation.CLUSTER_ACTION):
+        raise KafkaApiError(Errors.CLUSTER_AUTHORIZATION_FAILED)
+    return share.state
+
+
+async def per_partition(body: Any, answer: Callable[[tuple[str, uuid.UUID, int], Any], Awaitable[Any]],
+                        failed: Callable[[int, KafkaApiError], Any]) -> list[tuple[uuid.UUID, list[Any]]]:
+    """``answer((group, topic id, partition), partition data)`` for each partition of a state RPC,
+    by topic id; a partition whose answer raised KafkaApiError gets ``failed(partition, error)``."""
+    results = []
+    for topic in body.topics:
+        partitions = []
+        for data in topic.partitions:
+            try:
+                partitions.append(await answer((body.group_id, topic.topic_id, data.partition), data))
+            except KafkaApiError as exc:
+                partitions.append(failed(data.partition, exc))
+        results.append((topic.topic_id, partitions))
     return results

@@ -114,7 +114,7 @@ def delete_error_response(request: Request, error: Errors) -> DeleteGroupsRespon
 async def handle_delete_groups(services: BrokerServices, request: Request) -> Response:
     names = list(request.body().groups_names)
     deletable = services.auth.filter_authorized(request, AclOperation.DELETE, ResourceType.GROUP, names)
-    share_groups = delete_share_groups(services, [g for g in names if g in deletable])  # KIP-932
+    share_groups = await delete_share_groups(services, [g for g in names if g in deletable])  # KIP-932
     errors = {**delete_groups(group_coordinator(services), [g for g in names if g in deletable and g not in share_groups]),
               **share_groups,
               **{g: Errors.GROUP_AUTHORIZATION_FAILED for g in names if g not in deletable}}

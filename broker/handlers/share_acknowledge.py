@@ -42,8 +42,12 @@ async def handle_share_acknowledge(services: BrokerServices, request: Request) -
     acks, ids, unknown = acknowledgements(services, body.topics)
     denied = unauthorized_topics(services, request, [tp[0] for tp in ids])
     errors = share.partitions.acknowledge(group_id, member_id, {tp: b for tp, b in acks.items() if tp[0] not in denied})
+    changed = {(group_id, *tp) for tp, error in errors.items() if error is Errors.NONE}
     if context.closed:
-        share.partitions.release_member(group_id, member_id)
+        changed.update(share.partitions.release_member(group_id, member_id))
+    # answered once durable: an acknowledged record is never delivered again after a failover
+    for (_group, topic, partition), error in (await share.partitions.persist(changed)).items():
+        errors[(topic, partition)] = error
     hints = LeaderHints(services, request.listener_name)
     by_topic: dict[Any, list[Any]] = {}
     for tp, topic_id in sorted(ids.items()):

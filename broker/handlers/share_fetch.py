@@ -8,6 +8,7 @@ with acknowledgements and epoch -1 with partitions to fetch are INVALID_REQUEST,
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ from protocol.errors import Errors, error_message
 from protocol.messages import ShareFetchRequest, ShareFetchResponse
 
 R = ShareFetchResponse
+DEFAULT_MAX_RECORDS = 500  # a v1 request without MaxRecords (0): Kafka's share consumer default
 
 Results = dict[TopicPartition, ShareFetchPartitionResult]
 
@@ -84,33 +86,47 @@ async def handle_share_fetch(services: BrokerServices, request: Request) -> Resp
     session = context.session
     assert session is not None
     denied = unauthorized_topics(services, request, [tp[0] for tp in session.partitions] + [tp[0] for tp in acks])
-    ack_errors = share.partitions.acknowledge(group_id, member_id,
-                                              {tp: b for tp, b in acks.items() if tp[0] not in denied})
+    partitions = share.partitions
+    ack_errors = partitions.acknowledge(group_id, member_id, {tp: b for tp, b in acks.items() if tp[0] not in denied})
+    changed = {(group_id, *tp) for tp, error in ack_errors.items() if error is Errors.NONE}
     topic_ids = {**session.partitions, **ids}
+    fetch_tps: list[TopicPartition] = []
     if context.closed:
-        share.partitions.release_member(group_id, member_id)
-        fetch_tps: list[TopicPartition] = []
+        changed.update(partitions.release_member(group_id, member_id))
     else:
         fetch_tps = [tp for tp in session.partitions if tp[0] not in denied]
-    read_committed = share.partitions.read_committed(group_id)
-    max_records = body.max_records if body.max_records > 0 else 500
+    not_loaded = await partitions.initialize(group_id, fetch_tps)
+    fetch_tps = [tp for tp in fetch_tps if tp not in not_loaded]
+    max_records = body.max_records if body.max_records > 0 else DEFAULT_MAX_RECORDS
+    read_committed = partitions.read_committed(group_id)
 
     def acquire() -> Results:
-        return share.partitions.acquire(group_id, member_id, fetch_tps, body.max_bytes, max_records, read_committed)
+        return partitions.acquire(group_id, member_id, fetch_tps, body.max_bytes, max_records, read_committed)
 
-    def build(results: Results) -> Any:
-        return _response(services, request, results, ack_errors, denied, topic_ids, unknown,
-                         share.partitions.config.record_lock_duration_ms)
+    async def respond(results: Results) -> Response:
+        """Write back what changed (acknowledged and acquired records), then answer."""
+        failed = await partitions.persist(changed | {(group_id, *tp) for tp, r in results.items() if r.acquired})
+        for (_group, *tp), error in failed.items():
+            tp = tuple(tp)
+            if tp in ack_errors:
+                ack_errors[tp] = error
+            if tp in results:  # not durably acquired: not handed out (the locks release them)
+                results[tp] = ShareFetchPartitionResult(error)
+        results.update({tp: ShareFetchPartitionResult(error) for tp, error in not_loaded.items()})
+        return answer(request, lambda: _response(services, request, results, ack_errors, denied, topic_ids, unknown,
+                                                 partitions.config.record_lock_duration_ms))
 
     results = acquire()
     if _has_data(results) or body.max_wait_ms <= 0 or not fetch_tps:
-        return answer(request, lambda: build(results))
+        return await respond(results)
 
-    def respond(final: Results) -> None:
-        services.request_channel.send_response(answer(request, lambda: build(final)))
+    def send_later(final: Results) -> None:
+        task = asyncio.ensure_future(respond(final))
+        task.add_done_callback(lambda f: f.cancelled() or f.exception() is not None
+                               or services.request_channel.send_response(f.result()))
 
     services.replica_manager.fetch_purgatory.try_complete_else_watch(
-        DelayedShareFetch(body.max_wait_ms, acquire, respond), list(fetch_tps))
+        DelayedShareFetch(body.max_wait_ms, acquire, send_later), list(fetch_tps))
     return None
 
 

@@ -1,8 +1,11 @@
 """SharePartitionManager: the share-partitions this broker leads, and share fetches over them.
 
 As Kafka's SharePartitionManager: one SharePartition per (share group, topic partition) led here,
-created on the first fetch at the start offset ``share.auto.offset.reset`` picks (``latest``,
-``earliest`` or ``by_duration:<ISO-8601 duration>``). A fetch reads each partition from its first
+created on the first fetch from the state the share coordinator holds (through the persister), or,
+for a share-partition never seen before, at the start offset ``share.auto.offset.reset`` picks
+(``latest``, ``earliest`` or ``by_duration:<ISO-8601 duration>``). Every change of its records'
+states is written back before the request that made it is answered (acquisitions too, so delivery
+counts survive a failover); lock expiries are written in the background. A fetch reads each partition from its first
 available offset, acquires what it can for the member and returns the log batches that hold the
 acquired records with their ranges; with ``read_committed`` the batches of aborted transactions
 (found through the transaction index) and control batches are archived, never delivered.
@@ -10,6 +13,7 @@ acquired records with their ranges; with ``read_committed`` the batches of abort
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -17,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from broker.replica_manager import FetchPartitionSpec, PartitionReadResult, ReplicaManager
+from broker.share.persister import Persister
 from broker.share.share_partition import (
     AcquiredRecords,
     FetchedBatch,
@@ -59,10 +64,13 @@ def now_ms() -> int:
 
 
 class SharePartitionManager:
-    def __init__(self, replica_manager: ReplicaManager, config: SharePartitionConfig) -> None:
+    def __init__(self, replica_manager: ReplicaManager, config: SharePartitionConfig, persister: Persister) -> None:
         self.replica_manager = replica_manager
         self.config = config
+        self.persister = persister
         self.partitions: dict[ShareKey, SharePartition] = {}
+        self._initializing: dict[ShareKey, asyncio.Future[None]] = {}
+        self._writers: dict[ShareKey, _StateWriter] = {}
         # Per-group share.auto.offset.reset and share.isolation.level (Kafka's GroupConfig); absent: defaults.
         self.group_configs: dict[str, dict[str, str]] = {}
 
@@ -71,13 +79,78 @@ class SharePartitionManager:
 
     # --- share partitions ----------------------------------------------------------------------
 
+    async def initialize(self, group_id: str, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Errors]:
+        """Load the share-partitions not loaded yet from their persisted state; the errors of those
+        that cannot be (not the leader, the share coordinator unavailable)."""
+        errors: dict[TopicPartition, Errors] = {}
+        for tp in partitions:
+            key = (group_id, *tp)
+            if key in self.partitions:
+                continue
+            pending = self._initializing.get(key)
+            if pending is None:
+                pending = self._initializing[key] = asyncio.ensure_future(self._load(key))
+                pending.add_done_callback(lambda _f, k=key: self._initializing.pop(k, None))
+            try:
+                await asyncio.shield(pending)
+            except KafkaApiError as exc:
+                errors[tp] = exc.error
+        return errors
+
+    async def _load(self, key: ShareKey) -> None:
+        group_id, topic, partition = key
+        leader, tp_log = self.replica_manager.leader_partition_and_log(topic, partition)
+        topic_id = self.replica_manager.metadata_cache.topic_id(topic)
+        state = await self.persister.read(group_id, topic_id, partition, leader.leader_epoch)
+        if state.start_offset >= 0:
+            share_partition = SharePartition(state.start_offset, self.config, state.batches, state.state_epoch)
+        else:
+            share_partition = SharePartition(self._start_offset(group_id, tp_log), self.config)
+            await self.persister.write(group_id, topic_id, partition, 0, leader.leader_epoch,
+                                       share_partition.start_offset, [])
+        if key not in self.partitions:
+            self.partitions[key] = share_partition
+            log.info("Share-partition %s-%d of group %s starts at offset %d with %d state batches", topic, partition,
+                     group_id, share_partition.start_offset, len(state.batches))
+
     def _share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
-        key = (group_id, topic, partition)
-        found = self.partitions.get(key)
+        found = self.partitions.get((group_id, topic, partition))
         if found is None:
-            _leader, tp_log = self.replica_manager.leader_partition_and_log(topic, partition)
-            found = self.partitions[key] = SharePartition(self._start_offset(group_id, tp_log), self.config)
+            self.replica_manager.leader_partition_and_log(topic, partition)  # NOT_LEADER_OR_FOLLOWER, ...
+            raise KafkaApiError(Errors.COORDINATOR_NOT_AVAILABLE)  # leader, but its state is not loaded
         return found
+
+    # --- writing the state back -----------------------------------------------------------------
+
+    async def persist(self, keys: Iterable[ShareKey]) -> dict[ShareKey, Errors]:
+        """Write the current state of these share-partitions; the errors of those that failed."""
+        errors = {}
+        for key in keys:
+            if key not in self.partitions:
+                continue
+            writer = self._writers.get(key)
+            if writer is None:
+                writer = self._writers[key] = _StateWriter(self, key)
+            try:
+                await writer.write()
+            except KafkaApiError as exc:
+                errors[key] = exc.error
+        return errors
+
+    def persist_in_background(self, keys: Iterable[ShareKey]) -> None:
+        task = asyncio.ensure_future(self.persist(list(keys)))
+        task.add_done_callback(lambda f: f.cancelled() or f.exception() is None
+                               or log.warning("Writing share-group state failed: %s", f.exception()))
+
+    async def _write_state(self, key: ShareKey) -> None:
+        share_partition = self.partitions.get(key)
+        if share_partition is None:
+            return
+        group_id, topic, partition = key
+        leader, _log = self.replica_manager.leader_partition_and_log(topic, partition)
+        await self.persister.write(group_id, self.replica_manager.metadata_cache.topic_id(topic), partition,
+                                   share_partition.state_epoch, leader.leader_epoch, share_partition.start_offset,
+                                   share_partition.state_batches())
 
     def _start_offset(self, group_id: str, tp_log) -> int:  # type: ignore[no-untyped-def]
         reset = self.group_configs.get(group_id, {}).get("share.auto.offset.reset", LATEST)
@@ -89,10 +162,11 @@ class SharePartitionManager:
         return tp_log.high_watermark
 
     def on_leadership_change(self, topic: str, partition: int, is_leader: bool, _leader_epoch: int) -> None:
-        """A partition no longer led here drops its share-partitions (the new leader owns them)."""
-        if not is_leader:
-            for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
-                del self.partitions[key]
+        """A partition led anew reloads its share-partitions from the persisted state; one no
+        longer led drops them (the new leader owns them)."""
+        for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
+            del self.partitions[key]
+            self._writers.pop(key, None)
 
     # --- fetch ---------------------------------------------------------------------------------
 
@@ -166,16 +240,50 @@ class SharePartitionManager:
             errors[tp] = share_partition.acknowledge(member_id, batches, now)
         return errors
 
-    def release_member(self, group_id: str, member_id: str) -> None:
-        """The member left, was fenced or closed its session: its records become available."""
-        for (group, _topic, _partition), share_partition in self.partitions.items():
-            if group == group_id:
-                share_partition.release_member(member_id)
+    def release_member(self, group_id: str, member_id: str) -> list[ShareKey]:
+        """The member was fenced or closed its session: its records become available. The
+        share-partitions that changed, to be written back."""
+        return [key for key, share_partition in self.partitions.items()
+                if key[0] == group_id and share_partition.release_member(member_id)]
 
     def expire_locks(self) -> int:
+        """Release the records whose locks ran out, and write the changed share-partitions back."""
         now = now_ms()
-        return sum(share_partition.expire_locks(now) for share_partition in self.partitions.values())
+        changed = [key for key, share_partition in self.partitions.items() if share_partition.expire_locks(now)]
+        if changed:
+            self.persist_in_background(changed)
+        return len(changed)
 
-    def delete_group(self, group_id: str) -> None:
+    async def delete_group(self, group_id: str) -> None:
+        """Forget a deleted group's share-partitions here and at their share coordinators."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
+            self._writers.pop(key, None)
+            _group, topic, partition = key
+            try:
+                await self.persister.delete(group_id, self.replica_manager.metadata_cache.topic_id(topic), partition)
+            except KafkaApiError as exc:
+                log.warning("Deleting the share-group state of %s-%d for %s failed: %s", topic, partition,
+                            group_id, exc.error.name)
+
+
+class _StateWriter:
+    """Writes one share-partition's state in order: a write asked for while another is in flight
+    waits for it, and is done already if a write that started after it was asked for succeeded."""
+
+    def __init__(self, manager: SharePartitionManager, key: ShareKey) -> None:
+        self.manager = manager
+        self.key = key
+        self.wanted = 0
+        self.written = 0
+        self._lock = asyncio.Lock()
+
+    async def write(self) -> None:
+        self.wanted += 1
+        target = self.wanted
+        async with self._lock:
+            if self.written >= target:
+                return
+            covering = self.wanted  # this write carries every change asked for until now
+            await self.manager._write_state(self.key)
+            self.written = covering

@@ -1,7 +1,8 @@
 """The share-group components of one broker and their timers (on when ``group.share.enable``).
 
-The share group coordinator (membership), the share session cache and the SharePartitionManager
-(in-flight records) are built together: a member that is fenced has its share sessions dropped
+The share group coordinator (membership), the share session cache, the SharePartitionManager
+(in-flight records), the share coordinator (their durable state in ``__share_group_state``) and
+the persister between them are built together: a member that is fenced has its share sessions dropped
 and its acquired records released, and acquisition locks that run out make records
 available again without waiting for the next fetch.
 """
@@ -14,7 +15,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.coordinator.internal_topic import InternalTopicPartitions
 from broker.coordinator.share.share_group_coordinator import ShareGroupCoordinator, ShareGroupSettings
+from broker.share.persister import Persister
+from broker.share.share_coordinator import SHARE_GROUP_STATE_TOPIC, RunBlocking, ShareCoordinator
+from coordination.admin_zk_client import NewTopic
+from coordination.errors import CoordinationError, TopicExistsError
 from broker.share.share_partition import SharePartitionConfig
 from broker.share.share_partition_manager import SharePartitionManager, now_ms
 from broker.share.share_session_cache import ShareSessionCache
@@ -24,6 +30,8 @@ if TYPE_CHECKING:
     from broker.coordinator.group.group_coordinator import GroupCoordinator
     from broker.metadata_cache import MetadataCache
     from broker.replica_manager import ReplicaManager
+    from broker.security.client_security import ClientSecurity
+    from coordination.admin_zk_client import AdminZkClient
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +44,7 @@ class ShareServices:
     coordinator: ShareGroupCoordinator
     sessions: ShareSessionCache
     partitions: SharePartitionManager
+    state: ShareCoordinator
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -43,7 +52,7 @@ class ShareServices:
 
     def _on_member_fenced(self, group_id: str, member_id: str) -> None:
         self.sessions.remove_member(group_id, member_id)
-        self.partitions.release_member(group_id, member_id)
+        self.partitions.persist_in_background(self.partitions.release_member(group_id, member_id))
 
     def startup(self) -> None:
         loop = asyncio.get_running_loop()
@@ -56,6 +65,7 @@ class ShareServices:
     def shutdown(self) -> None:
         for task in self._tasks:
             task.cancel()
+        self.state.shutdown()
 
     @staticmethod
     async def _every(interval_ms: int, action) -> None:  # type: ignore[no-untyped-def]
@@ -68,7 +78,8 @@ class ShareServices:
 
 
 def build_share_services(config: KafkaConfig, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
-                         group_coordinator: GroupCoordinator) -> ShareServices:
+                         group_coordinator: GroupCoordinator, admin_zk: AdminZkClient, run_blocking: RunBlocking,
+                         security: ClientSecurity) -> ShareServices:
     """The share-group components from the group.share.* broker configs."""
     settings = ShareGroupSettings(session_timeout_ms=config.get("group.share.session.timeout.ms"),
                                   heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
@@ -86,6 +97,28 @@ def build_share_services(config: KafkaConfig, replica_manager: ReplicaManager, m
     def is_classic_group(group_id: str) -> bool:
         return group_coordinator.manager.get_group(group_id) is not None
 
+    state_partitions = InternalTopicPartitions(SHARE_GROUP_STATE_TOPIC, metadata_cache,
+                                               config.get("share.coordinator.state.topic.num.partitions"))
+    state_topic = NewTopic(SHARE_GROUP_STATE_TOPIC, state_partitions.configured,
+                           config.get("share.coordinator.state.topic.replication.factor"), configs={
+                               "cleanup.policy": "compact", "compression.type": "producer",
+                               "min.insync.replicas": str(config.get("share.coordinator.state.topic.min.isr")),
+                               "segment.bytes": str(config.get("share.coordinator.state.topic.segment.bytes"))})
+
+    async def create_state_topic() -> None:
+        try:
+            await run_blocking(admin_zk.create_topic, state_topic)
+            log.info("Created %s with %d partitions", SHARE_GROUP_STATE_TOPIC, state_topic.num_partitions)
+        except TopicExistsError:
+            pass
+        except CoordinationError as exc:
+            log.warning("Cannot create %s: %s", SHARE_GROUP_STATE_TOPIC, exc)
+
+    write_timeout_ms = config.get("share.coordinator.write.timeout.ms")
+    persister = Persister(metadata_cache, config.inter_broker_listener_name, create_state_topic,
+                          config.get("request.timeout.ms"), security)
+    state = ShareCoordinator(replica_manager, run_blocking, lambda: state_partitions.count,
+                             config.get("share.coordinator.snapshot.update.records.per.snapshot"), write_timeout_ms)
     return ShareServices(ShareGroupCoordinator(settings, topic, is_classic_group),
                          ShareSessionCache(config.get("group.share.max.share.sessions"), settings.session_timeout_ms),
-                         SharePartitionManager(replica_manager, partition_config))
+                         SharePartitionManager(replica_manager, partition_config, persister), state)

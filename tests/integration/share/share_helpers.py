@@ -78,3 +78,7 @@ def _accept(consumer: Any, message: Any) -> None:
         consumer.acknowledge(message, AcknowledgeType.ACCEPT)
     except Exception:  # implicit mode
         pass
+
+# __share_group_state on a one-broker cluster (Kafka's default replication factor is 3)
+STATE_TOPIC = {"share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
+               "share.coordinator.state.topic.num.partitions": "3"}

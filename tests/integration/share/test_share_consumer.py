@@ -15,10 +15,10 @@ import pytest
 
 from tests.harness.broker import BrokerProcess
 from tests.integration.groups.group_helpers import unique
-from tests.integration.share.share_helpers import drain, produce, records, share_consumer, warm_up
+from tests.integration.share.share_helpers import STATE_TOPIC, drain, produce, records, share_consumer, warm_up
 
 LOCK_MS = 3000
-BROKER_OVERRIDES = {"offsets.topic.num.partitions": "1", "group.share.record.lock.duration.ms": str(LOCK_MS),
+BROKER_OVERRIDES = {"offsets.topic.num.partitions": "1", **STATE_TOPIC, "group.share.record.lock.duration.ms": str(LOCK_MS),
                     "group.share.delivery.count.limit": "3"}
 
 

@@ -27,8 +27,9 @@ from protocol.messages import (
 from protocol.records.builder import RecordBatchBuilder
 from tests.harness.broker import BrokerProcess
 from tests.integration.groups.group_helpers import request, stable_member, unique, wait_for_coordinator
+from tests.integration.share.share_helpers import STATE_TOPIC
 
-BROKER_OVERRIDES = {"offsets.topic.num.partitions": "1", "group.share.max.size": "2"}
+BROKER_OVERRIDES = {"offsets.topic.num.partitions": "1", **STATE_TOPIC, "group.share.max.size": "2"}
 SHARE_APIS = {76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92}
 
 
