@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from broker.security.authorizer.acl import AclOperation, ResourceType
-from protocol.errors import Errors, KafkaApiError
+from broker.network.request_channel import Response
+from protocol.errors import Errors, KafkaApiError, error_message
 
 if TYPE_CHECKING:
     from broker.network.request_channel import Request
@@ -128,3 +129,20 @@ async def per_partition(body: Any, answer: Callable[[tuple[str, uuid.UUID, int],
                 partitions.append(failed(data.partition, exc))
         results.append((topic.topic_id, partitions))
     return results
+
+
+def state_result(response: Any, partition: int, error: Errors, message: str | None = None, **fields: Any) -> Any:
+    """A state RPC's PartitionResult (``response`` is the response class)."""
+    return response.PartitionResult(partition=partition, error_code=int(error),
+                                    error_message=(message or error_message(error)) if error else None, **fields)
+
+
+async def answer_state_rpc(request: Request, response: Any, result_struct: str,
+                           answer: Callable[[tuple[str, uuid.UUID, int], Any], Awaitable[Any]],
+                           **failed_fields: Any) -> Response:
+    """Answer a state RPC: ``answer`` per partition, failures as ``state_result`` with ``failed_fields``."""
+    results = await per_partition(request.body(), answer,
+                                  lambda p, e: state_result(response, p, e.error, e.message, **failed_fields))
+    struct = getattr(response, result_struct)
+    return Response.send(request, response(results=[struct(topic_id=topic_id, partitions=partitions)
+                                                    for topic_id, partitions in results]))

@@ -5,19 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers import handles
-from broker.handlers._share_support import per_partition, state_coordinator
+from broker.handlers._share_support import answer_state_rpc, state_coordinator, state_result
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors, error_message
-from protocol.messages import InitializeShareGroupStateResponse
-
-R = InitializeShareGroupStateResponse
-
-
-def _result(partition: int, error: Errors, message: str | None = None) -> Any:
-    return R.PartitionResult(partition=partition, error_code=int(error),
-                             error_message=(message or error_message(error)) if error else None)
+from protocol.messages import InitializeShareGroupStateResponse as R
 
 
 @handles(ApiKey.INITIALIZE_SHARE_GROUP_STATE)
@@ -25,8 +17,6 @@ async def handle_initialize_share_group_state(services: BrokerServices, request:
     coordinator = state_coordinator(services, request)
 
     async def initialize(key: Any, data: Any) -> Any:
-        return _result(data.partition, await coordinator.initialize(key, data.state_epoch, data.start_offset))
+        return state_result(R, data.partition, await coordinator.initialize(key, data.state_epoch, data.start_offset))
 
-    results = await per_partition(request.body(), initialize, lambda p, e: _result(p, e.error, e.message))
-    return Response.send(request, R(results=[R.InitializeStateResult(topic_id=topic_id, partitions=partitions)
-                                             for topic_id, partitions in results]))
+    return await answer_state_rpc(request, R, "InitializeStateResult", initialize)
