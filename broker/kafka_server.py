@@ -257,7 +257,8 @@ class KafkaServer:
         transaction_coordinator.startup()
         if config.get("group.share.enable"):
             self.services.share = build_share_services(config, replica_manager, metadata_cache, group_coordinator,
-                                                       self.services.admin_zk, pool.run_blocking, self.client_security)
+                                                       self.services.admin_zk, pool.run_blocking, self.client_security,
+                                                       group_configs)
             replica_manager.leadership_listeners += [self.services.share.partitions.on_leadership_change,
                                                      self.services.share.state.on_leadership_change]
             self.services.share.startup()

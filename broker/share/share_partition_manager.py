@@ -17,8 +17,9 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.replica_manager import FetchPartitionSpec, PartitionReadResult, ReplicaManager
 from broker.share.persister import Persister
@@ -38,7 +39,9 @@ TopicPartition = tuple[str, int]
 ShareKey = tuple[str, str, int]  # (group id, topic, partition)
 
 LATEST, EARLIEST, BY_DURATION = "latest", "earliest", "by_duration:"
-READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+# The share group configs (kafka-configs --entity-type groups) and their defaults, as Kafka 4.2's.
+SHARE_GROUP_CONFIG_DEFAULTS = {"share.auto.offset.reset": LATEST, "share.isolation.level": READ_UNCOMMITTED}
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 
 
@@ -64,18 +67,19 @@ def now_ms() -> int:
 
 
 class SharePartitionManager:
-    def __init__(self, replica_manager: ReplicaManager, config: SharePartitionConfig, persister: Persister) -> None:
+    def __init__(self, replica_manager: ReplicaManager, config: SharePartitionConfig, persister: Persister,
+                 group_config: Callable[[str, str], Any] = lambda _group, name: SHARE_GROUP_CONFIG_DEFAULTS[name]
+                 ) -> None:
         self.replica_manager = replica_manager
         self.config = config
         self.persister = persister
+        self._group_config = group_config  # (group id, share.* name) -> the group's value
         self.partitions: dict[ShareKey, SharePartition] = {}
         self._initializing: dict[ShareKey, asyncio.Future[None]] = {}
         self._writers: dict[ShareKey, _StateWriter] = {}
-        # Per-group share.auto.offset.reset and share.isolation.level (Kafka's GroupConfig); absent: defaults.
-        self.group_configs: dict[str, dict[str, str]] = {}
 
     def read_committed(self, group_id: str) -> bool:
-        return self.group_configs.get(group_id, {}).get("share.isolation.level") == READ_COMMITTED
+        return self._group_config(group_id, "share.isolation.level") == READ_COMMITTED
 
     # --- share partitions ----------------------------------------------------------------------
 
@@ -153,7 +157,7 @@ class SharePartitionManager:
                                    share_partition.state_batches())
 
     def _start_offset(self, group_id: str, tp_log) -> int:  # type: ignore[no-untyped-def]
-        reset = self.group_configs.get(group_id, {}).get("share.auto.offset.reset", LATEST)
+        reset = self._group_config(group_id, "share.auto.offset.reset")
         if reset == EARLIEST:
             return tp_log.log_start_offset
         if reset.startswith(BY_DURATION):

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.admin.group_configs import GroupConfigDef, GroupConfigManager, register
 from broker.coordinator.internal_topic import InternalTopicPartitions
 from broker.coordinator.share.share_group_coordinator import ShareGroupCoordinator, ShareGroupSettings
 from broker.share.persister import Persister
@@ -22,7 +23,14 @@ from broker.share.share_coordinator import SHARE_GROUP_STATE_TOPIC, RunBlocking,
 from coordination.admin_zk_client import NewTopic
 from coordination.errors import CoordinationError, TopicExistsError
 from broker.share.share_partition import SharePartitionConfig
-from broker.share.share_partition_manager import SharePartitionManager, now_ms
+from broker.share.share_partition_manager import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    SharePartitionManager,
+    now_ms,
+)
 from broker.share.share_session_cache import ShareSessionCache
 
 if TYPE_CHECKING:
@@ -77,9 +85,15 @@ class ShareServices:
                 log.exception("share-group timer failed")
 
 
+# share.auto.offset.reset and share.isolation.level as group configs (ConfigResource type GROUP).
+register(GroupConfigDef("share.auto.offset.reset", "", choices=(LATEST, EARLIEST), default=LATEST))
+register(GroupConfigDef("share.isolation.level", "", choices=(READ_UNCOMMITTED, READ_COMMITTED),
+                        default=READ_UNCOMMITTED))
+
+
 def build_share_services(config: KafkaConfig, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
                          group_coordinator: GroupCoordinator, admin_zk: AdminZkClient, run_blocking: RunBlocking,
-                         security: ClientSecurity) -> ShareServices:
+                         security: ClientSecurity, group_configs: GroupConfigManager) -> ShareServices:
     """The share-group components from the group.share.* broker configs."""
     settings = ShareGroupSettings(session_timeout_ms=config.get("group.share.session.timeout.ms"),
                                   heartbeat_interval_ms=config.get("group.share.heartbeat.interval.ms"),
@@ -121,4 +135,4 @@ def build_share_services(config: KafkaConfig, replica_manager: ReplicaManager, m
                              config.get("share.coordinator.snapshot.update.records.per.snapshot"), write_timeout_ms)
     return ShareServices(ShareGroupCoordinator(settings, topic, is_classic_group),
                          ShareSessionCache(config.get("group.share.max.share.sessions"), settings.session_timeout_ms),
-                         SharePartitionManager(replica_manager, partition_config, persister), state)
+                         SharePartitionManager(replica_manager, partition_config, persister, group_configs.get), state)

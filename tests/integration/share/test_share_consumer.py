@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.harness.broker import BrokerProcess
+from tests.harness.waiting import wait_for
 from tests.integration.groups.group_helpers import unique
 from tests.integration.share.share_helpers import STATE_TOPIC, drain, produce, records, share_consumer, warm_up
 
@@ -173,3 +174,50 @@ def test_records_of_a_killed_consumer_are_redelivered_once_its_locks_expire(brok
         if holder.poll() is None:
             holder.kill()
             holder.wait(10)
+
+
+def _alter_group_configs(broker: BrokerProcess, group: str, values: dict[str, str]) -> None:
+    from protocol.api_keys import ApiKey
+    from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest as IAC
+
+    altered = broker.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IAC(resources=[IAC.AlterConfigsResource(
+        resource_type=32, resource_name=group, configs=[
+            IAC.AlterableConfig(name=name, config_operation=0, value=value) for name, value in values.items()])]))
+    assert altered.responses[0].error_code == 0
+
+    def applied() -> bool:
+        described = broker.request(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(resource_type=32, resource_name=group,
+                                                           configuration_keys=list(values))])).results[0]
+        return {c.name: c.value for c in described.configs} == values
+
+    wait_for(applied, "the group configs applied", 30)
+
+
+def test_group_configs_earliest_and_read_committed(broker: BrokerProcess) -> None:
+    from confluent_kafka import Producer
+
+    topic, group = _topic(broker), unique("g")
+    transactional = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("tx")})
+    transactional.init_transactions(30)
+    transactional.begin_transaction()
+    for value in (b"committed-0", b"committed-1"):
+        transactional.produce(topic, value, partition=0)
+    transactional.commit_transaction(30)
+    transactional.begin_transaction()
+    for value in (b"aborted-0", b"aborted-1"):
+        transactional.produce(topic, value, partition=0)
+    transactional.flush(30)
+    transactional.abort_transaction(30)
+    produce(broker, topic, [b"plain"])
+    _alter_group_configs(broker, group, {"share.auto.offset.reset": "earliest",
+                                         "share.isolation.level": "read_committed"})
+    consumer = share_consumer(broker, group)
+    consumer.subscribe([topic])
+    try:
+        got = drain([consumer], 3)[0]  # produced before the group existed: earliest reaches them
+        assert sorted(_values(got)) == [b"committed-0", b"committed-1", b"plain"]
+        produce(broker, topic, [b"end"])
+        assert _values(drain([consumer], 1)[0]) == [b"end"]  # the aborted records never come
+    finally:
+        consumer.close()

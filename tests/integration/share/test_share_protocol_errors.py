@@ -168,6 +168,8 @@ def test_share_groups_are_advertised_with_kafka_42_versions(broker: BrokerProces
         client_software_name="t", client_software_version="1"))
     served = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
     assert served[76] == (1, 1) and served[77] == (1, 1) and served[78] == (1, 2) and served[79] == (1, 2)
+    assert ("share.version", 0, 1) in [(f.name, f.min_version, f.max_version) for f in versions.supported_features]
+    assert ("share.version", 1) in [(f.name, f.max_version_level) for f in versions.finalized_features]
 
 
 @pytest.fixture
@@ -185,3 +187,4 @@ def test_share_groups_off_advertises_none_of_their_apis(share_off_broker: Broker
         client_software_name="t", client_software_version="1"))
     assert not SHARE_APIS & {k.api_key for k in versions.api_keys}
     assert {0, 1, 11} <= {k.api_key for k in versions.api_keys}
+    assert "share.version" not in {f.name for f in versions.finalized_features}  # level 0 is not listed
