@@ -146,3 +146,19 @@ async def answer_state_rpc(request: Request, response: Any, result_struct: str,
     struct = getattr(response, result_struct)
     return Response.send(request, response(results=[struct(topic_id=topic_id, partitions=partitions)
                                                     for topic_id, partitions in results]))
+
+
+# --- the share-group offsets admin APIs (90-92), at the group coordinator -------------------------
+
+def share_group_or_error(services: BrokerServices, request: Request, group_id: str, operation: AclOperation
+                         ) -> tuple[Errors, Any]:
+    """(NONE, the share group) or (the error, None): authorization, coordinator, group kind."""
+    from broker.handlers._group_support import group_coordinator
+
+    if not services.auth.authorize(request, operation, ResourceType.GROUP, group_id):
+        return Errors.GROUP_AUTHORIZATION_FAILED, None
+    status = group_coordinator(services).validate_group_status(group_id)
+    if status is not None:
+        return status, None
+    group = share_services(services).coordinator.groups.get(group_id)
+    return (Errors.GROUP_ID_NOT_FOUND, None) if group is None else (Errors.NONE, group)

@@ -25,7 +25,9 @@ from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError
 from protocol.messages import (
     DeleteShareGroupStateRequest,
+    InitializeShareGroupStateRequest,
     ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
     WriteShareGroupStateRequest,
 )
 from broker.coordinator.internal_topic import partition_for
@@ -81,6 +83,28 @@ class Persister:
                                         delivery_state=int(b.delivery_state), delivery_count=b.delivery_count)
                            for b in batches])])])
         result = await self._send(group_id, topic_id, partition, body, ApiKey.WRITE_SHARE_GROUP_STATE, WRITE_VERSION)
+        _raise(result.results[0].partitions[0].error_code)
+
+    async def read_summary(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
+        """(start offset, leader epoch) of a share-partition; (-1, -1) if nothing is stored."""
+        R = ReadShareGroupStateSummaryRequest
+        body = R(group_id=group_id, topics=[R.ReadStateSummaryData(topic_id=topic_id, partitions=[
+            R.PartitionData(partition=partition, leader_epoch=-1)])])
+        result = await self._send(group_id, topic_id, partition, body, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0)
+        found = result.results[0].partitions[0]
+        if found.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
+            return -1, -1
+        _raise(found.error_code)
+        return found.start_offset, found.leader_epoch
+
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> None:
+        """Start a share-partition over at ``start_offset`` with a newer state epoch, which fences
+        the writes of a leader still holding the old state (it reloads)."""
+        R = InitializeShareGroupStateRequest
+        state = await self.read(group_id, topic_id, partition, -1)
+        body = R(group_id=group_id, topics=[R.InitializeStateData(topic_id=topic_id, partitions=[
+            R.PartitionData(partition=partition, state_epoch=state.state_epoch + 1, start_offset=start_offset)])])
+        result = await self._send(group_id, topic_id, partition, body, ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0)
         _raise(result.results[0].partitions[0].error_code)
 
     async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:

@@ -152,9 +152,14 @@ class SharePartitionManager:
             return
         group_id, topic, partition = key
         leader, _log = self.replica_manager.leader_partition_and_log(topic, partition)
-        await self.persister.write(group_id, self.replica_manager.metadata_cache.topic_id(topic), partition,
-                                   share_partition.state_epoch, leader.leader_epoch, share_partition.start_offset,
-                                   share_partition.state_batches())
+        try:
+            await self.persister.write(group_id, self.replica_manager.metadata_cache.topic_id(topic), partition,
+                                       share_partition.state_epoch, leader.leader_epoch, share_partition.start_offset,
+                                       share_partition.state_batches())
+        except KafkaApiError as exc:
+            if exc.error is Errors.FENCED_STATE_EPOCH and self.partitions.get(key) is share_partition:
+                del self.partitions[key]  # its offsets were altered or deleted: the next fetch reloads
+            raise
 
     def _start_offset(self, group_id: str, tp_log) -> int:  # type: ignore[no-untyped-def]
         reset = self._group_config(group_id, "share.auto.offset.reset")
@@ -261,14 +266,26 @@ class SharePartitionManager:
     async def delete_group(self, group_id: str) -> None:
         """Forget a deleted group's share-partitions here and at their share coordinators."""
         for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
-            self._writers.pop(key, None)
             _group, topic, partition = key
             try:
-                await self.persister.delete(group_id, self.replica_manager.metadata_cache.topic_id(topic), partition)
+                await self.delete_state(group_id, topic, partition)
             except KafkaApiError as exc:
                 log.warning("Deleting the share-group state of %s-%d for %s failed: %s", topic, partition,
                             group_id, exc.error.name)
+
+    async def delete_state(self, group_id: str, topic: str, partition: int) -> None:
+        """Forget one share-partition here and at its share coordinator (DeleteShareGroupOffsets)."""
+        self.partitions.pop((group_id, topic, partition), None)
+        self._writers.pop((group_id, topic, partition), None)
+        await self.persister.delete(group_id, self.replica_manager.metadata_cache.topic_id(topic), partition)
+
+    async def alter_start_offset(self, group_id: str, topic: str, partition: int, start_offset: int) -> None:
+        """Start one share-partition over (AlterShareGroupOffsets): a new state epoch at the share
+        coordinator; the leader drops what it holds and reloads on the next fetch."""
+        self.partitions.pop((group_id, topic, partition), None)
+        self._writers.pop((group_id, topic, partition), None)
+        await self.persister.initialize(group_id, self.replica_manager.metadata_cache.topic_id(topic), partition,
+                                        start_offset)
 
 
 class _StateWriter:

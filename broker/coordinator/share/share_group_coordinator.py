@@ -54,7 +54,7 @@ class ShareGroupCoordinator:
                  is_other_group_type: Callable[[str], bool]) -> None:
         self.settings = settings
         self._topics = topics
-        self._is_other_group_type = is_other_group_type
+        self.is_other_group_type = is_other_group_type  # a classic or consumer group has the id
         self.groups: dict[str, ShareGroup] = {}
         # Called as (group id, member id) when a member is fenced (its session ran out). A member
         # that leaves is not reported: it closes its share sessions itself (epoch -1) and its last
@@ -75,7 +75,7 @@ class ShareGroupCoordinator:
     def _heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                    subscribed: list[str] | None, client_id: str, client_host: str, now_ms: int) -> HeartbeatResult:
         _validate(group_id, member_id, member_epoch, subscribed)
-        if self._is_other_group_type(group_id):
+        if self.is_other_group_type(group_id):
             raise ShareGroupHeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         group = self.groups.get(group_id)
         if member_epoch == LEAVE_GROUP_MEMBER_EPOCH:

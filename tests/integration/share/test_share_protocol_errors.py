@@ -119,7 +119,7 @@ def test_share_session_errors_change_nothing(broker: BrokerProcess) -> None:
     assert opened.error_code == Errors.NONE
     _produce(broker, topic, [b"a", b"b", b"c"])
     assert _fetch(broker, group, member, 5).error_code == Errors.INVALID_SHARE_SESSION_EPOCH
-    fetched = _fetch(broker, group, member, 1, wait_ms=5000)
+    fetched = _fetch(broker, group, member, 1, wait_ms=3000)
     assert fetched.error_code == Errors.NONE
     acquired = fetched.responses[0].partitions[0].acquired_records
     assert [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired] == [(0, 2, 1)]
@@ -139,7 +139,7 @@ def test_share_session_errors_change_nothing(broker: BrokerProcess) -> None:
     assert other.error_code == Errors.SHARE_SESSION_NOT_FOUND
     good = _acknowledge(broker, group, member, 3, topic_id, [(0, 2, [1, 2, 3])])
     assert good.responses[0].partitions[0].error_code == Errors.NONE
-    again = _fetch(broker, group, member, 4, wait_ms=5000)  # the released record comes back, count 2
+    again = _fetch(broker, group, member, 4, wait_ms=3000)  # the released record comes back, count 2
     assert [(a.first_offset, a.last_offset, a.delivery_count)
             for a in again.responses[0].partitions[0].acquired_records] == [(1, 1, 2)]
     closed = _acknowledge(broker, group, member, -1, topic_id, [(1, 1, [1])])
@@ -188,3 +188,47 @@ def test_share_groups_off_advertises_none_of_their_apis(share_off_broker: Broker
     assert not SHARE_APIS & {k.api_key for k in versions.api_keys}
     assert {0, 1, 11} <= {k.api_key for k in versions.api_keys}
     assert "share.version" not in {f.name for f in versions.finalized_features}  # level 0 is not listed
+
+
+def _describe_offsets(broker: BrokerProcess, group: str, topic: str) -> tuple[int, Any]:
+    from protocol.messages import DescribeShareGroupOffsetsRequest as D
+
+    answer = request(broker, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, D(groups=[D.DescribeShareGroupOffsetsRequestGroup(
+        group_id=group, topics=[D.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])]))
+    found = answer.groups[0]
+    return found.error_code, found.topics[0].partitions[0] if found.topics else None
+
+
+def test_share_group_offsets_describe_alter_and_delete(broker: BrokerProcess) -> None:
+    from protocol.messages import AlterShareGroupOffsetsRequest as A
+    from protocol.messages import DeleteShareGroupOffsetsRequest as Del
+
+    group, member, topic_id, topic = _member(broker)
+    assert _fetch(broker, group, member, 0, topic_id).error_code == Errors.NONE  # the share-partition starts at 0
+    _produce(broker, topic, [b"a", b"b", b"c", b"d"])
+    fetched = _fetch(broker, group, member, 1, wait_ms=3000)
+    assert fetched.responses[0].partitions[0].acquired_records[0].last_offset == 3
+    assert _acknowledge(broker, group, member, 2, topic_id, [(0, 3, [1, 1, 2, 2])]).error_code == Errors.NONE
+    error, described = _describe_offsets(broker, group, topic)
+    assert error == Errors.NONE and (described.start_offset, described.lag) == (2, 2)
+
+    def alter(offset: int) -> Any:
+        return request(broker, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, A(group_id=group, topics=[
+            A.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[
+                A.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=offset)])]))
+
+    assert alter(0).error_code == Errors.NON_EMPTY_GROUP
+    assert _heartbeat(broker, group, member, -1).member_epoch == -1
+    altered = alter(0)
+    assert altered.error_code == Errors.NONE and altered.responses[0].partitions[0].error_code == Errors.NONE
+    assert _describe_offsets(broker, group, topic)[1].start_offset == 0
+    again = uuid.uuid4().hex  # a new member reads from the altered start offset
+    assert _heartbeat(broker, group, again, 0, [topic]).error_code == Errors.NONE
+    refetched = _fetch(broker, group, again, 0, topic_id)
+    assert [(a.first_offset, a.last_offset) for a in refetched.responses[0].partitions[0].acquired_records] == [(0, 3)]
+    assert _heartbeat(broker, group, again, -1).member_epoch == -1
+    deleted = request(broker, ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, Del(
+        group_id=group, topics=[Del.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)]))
+    assert deleted.error_code == Errors.NONE and deleted.responses[0].error_code == Errors.NONE
+    assert _describe_offsets(broker, group, topic)[1].start_offset == -1
+    assert _describe_offsets(broker, unique("nobody"), topic)[0] == Errors.GROUP_ID_NOT_FOUND
