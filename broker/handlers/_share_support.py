@@ -162,3 +162,8 @@ def share_group_or_error(services: BrokerServices, request: Request, group_id: s
         return status, None
     group = share_services(services).coordinator.groups.get(group_id)
     return (Errors.GROUP_ID_NOT_FOUND, None) if group is None else (Errors.NONE, group)
+
+
+def is_share_group(services: BrokerServices, group_id: str) -> bool:
+    """Whether ``group_id`` is a share group's (a classic JoinGroup for it is refused)."""
+    return services.share is not None and group_id in services.share.coordinator.groups

@@ -26,7 +26,7 @@ from protocol.messages import (
 )
 from protocol.records.builder import RecordBatchBuilder
 from tests.harness.broker import BrokerProcess
-from tests.integration.groups.group_helpers import request, stable_member, unique, wait_for_coordinator
+from tests.integration.groups.group_helpers import join_group, request, stable_member, unique, wait_for_coordinator
 from tests.integration.share.share_helpers import STATE_TOPIC
 
 BROKER_OVERRIDES = {"offsets.topic.num.partitions": "1", **STATE_TOPIC, "group.share.max.size": "2"}
@@ -149,6 +149,7 @@ def test_share_session_errors_change_nothing(broker: BrokerProcess) -> None:
 
 def test_list_and_delete_share_groups(broker: BrokerProcess) -> None:
     group, member, _topic_id, _topic = _member(broker)
+    assert join_group(broker, group).error_code == Errors.INCONSISTENT_GROUP_PROTOCOL  # a classic join
     listed = request(broker, ApiKey.LIST_GROUPS, 5, ListGroupsRequest(types_filter=["share"]))
     found = {g.group_id: (g.group_state, g.group_type, g.protocol_type) for g in listed.groups}
     assert found[group] == ("Stable", "share", "share")
