@@ -493,8 +493,15 @@ UNSUPPORTED_KEYS = frozenset(name for name, _, _ in UNSUPPORTED_CONFIGS if name 
 CONFIG_KEYS.update({name: ConfigKey(name, ConfigType[t], d) for name, t, d in UNSUPPORTED_CONFIGS
                     if name in UNSUPPORTED_KEYS})
 # Kafka defines these as internal: DescribeConfigs lists them only when set.
+# So are the share-group keys a Kafka 3.9 broker does not have (Kafka 4 lists them), so that a
+# describe of this broker lists what a Kafka 3.9 broker lists.
 INTERNAL_KEYS = frozenset({"log.initial.task.delay.ms", "producer.id.expiration.check.interval.ms",
-                           "unstable.api.versions.enable"})
+                           "unstable.api.versions.enable", "group.share.enable", "group.share.max.share.sessions",
+                           "share.coordinator.state.topic.num.partitions",
+                           "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+                           "share.coordinator.state.topic.segment.bytes",
+                           "share.coordinator.snapshot.update.records.per.snapshot",
+                           "share.coordinator.write.timeout.ms"})
 # Keys Kafka's KafkaConfig does not define (the AclAuthorizer's own, read from the broker's
 # properties, and this broker's extensions): DescribeConfigs lists them only when set, as Kafka
 # lists unknown keys (values hidden), so a describe of a broker lists what Kafka's lists.
