@@ -312,12 +312,6 @@ class SharePartition:
             self._advance_start()
         return released
 
-    def next_lock_deadline(self) -> int | None:
-        deadlines = [state.lock_deadline_ms for batch in self._batches
-                     for _f, _l, state in batch.states(batch.first, batch.last)
-                     if state.lock_deadline_ms is not None]
-        return min(deadlines, default=None)
-
     # --- state as persisted --------------------------------------------------------------------
 
     def state_batches(self) -> list[StateBatch]:
@@ -342,12 +336,6 @@ class SharePartition:
             for _f, _l, state in batch.states(offset, offset):
                 return state
         return None
-
-    def reset(self, start_offset: int) -> None:
-        """Start over at ``start_offset`` with nothing in flight (AlterShareGroupOffsets)."""
-        self._batches.clear()
-        self._firsts.clear()
-        self.start_offset = self.next_offset = start_offset
 
     # --- the batch list ------------------------------------------------------------------------
 

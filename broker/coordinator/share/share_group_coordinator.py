@@ -162,10 +162,6 @@ class ShareGroupCoordinator:
 
     # --- admin ---------------------------------------------------------------------------------
 
-    def is_member(self, group_id: str, member_id: str) -> bool:
-        group = self.groups.get(group_id)
-        return group is not None and member_id in group.members
-
     def delete_group(self, group_id: str) -> Errors:
         """DeleteGroups for a share group: only an empty one (NON_EMPTY_GROUP otherwise)."""
         group = self.groups.get(group_id)

@@ -80,7 +80,6 @@ def test_lock_expiry_and_member_release_make_records_available_again():
     sp = _partition()
     sp.acquire("a", [FetchedBatch(0, 1)], 100, now_ms=0)
     sp.acquire("b", [FetchedBatch(2, 3)], 100, now_ms=500)
-    assert sp.next_lock_deadline() == 1000
     assert sp.expire_locks(999) == 0 and sp.expire_locks(1000) == 2
     assert sp.acknowledge("a", [(0, 0, [Ack.ACCEPT])], 1001) is Errors.INVALID_RECORD_STATE
     assert sp.release_member("b") == 2
