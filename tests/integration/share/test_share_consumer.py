@@ -221,3 +221,31 @@ def test_group_configs_earliest_and_read_committed(broker: BrokerProcess) -> Non
         assert _values(drain([consumer], 1)[0]) == [b"end"]  # the aborted records never come
     finally:
         consumer.close()
+
+
+def test_a_share_group_and_a_consumer_group_read_the_same_topic_side_by_side(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer
+
+    topic, share_group, consumer_group = _topic(broker), unique("share"), unique("consumer")
+    sharing = share_consumer(broker, share_group)
+    sharing.subscribe([topic])
+    classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": consumer_group,
+                        "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    classic.subscribe([topic])
+    try:
+        warm_up(broker, topic, sharing)
+        expected = [f"both{i}".encode() for i in range(10)]
+        produce(broker, topic, expected)
+        assert sorted(_values(drain([sharing], len(expected))[0])) == sorted(expected)
+        seen: list[bytes] = []
+
+        def consumed_all() -> bool:
+            message = classic.poll(0.2)
+            if message is not None and message.error() is None and message.value() != b"warm-up":
+                seen.append(message.value())
+            return sorted(seen) == sorted(expected)
+
+        wait_for(consumed_all, "the consumer group reading every record too", 60)
+    finally:
+        classic.close()
+        sharing.close()
