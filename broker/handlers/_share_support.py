@@ -167,3 +167,10 @@ def share_group_or_error(services: BrokerServices, request: Request, group_id: s
 def is_share_group(services: BrokerServices, group_id: str) -> bool:
     """Whether ``group_id`` is a share group's (a classic JoinGroup for it is refused)."""
     return services.share is not None and group_id in services.share.coordinator.groups
+
+
+def top_level_error(response: Any) -> Callable[[Request, Errors], Any]:
+    """The error_response of an API whose response has a top-level error and a Responses list."""
+    def build(_request: Request, error: Errors) -> Any:
+        return response(throttle_time_ms=0, error_code=int(error), error_message=error_message(error), responses=[])
+    return build

@@ -8,7 +8,7 @@ from typing import Any
 
 from broker.coordinator.share.share_group import ShareGroup
 from broker.handlers import handles
-from broker.handlers._share_support import share_group_or_error, share_services
+from broker.handlers._share_support import share_group_or_error, share_services, top_level_error
 from broker.network.request_channel import Request, Response
 from broker.security.authorizer.acl import AclOperation
 from broker.services import BrokerServices
@@ -18,8 +18,7 @@ from protocol.messages import AlterShareGroupOffsetsResponse as R
 from protocol.schema import ZERO_UUID
 
 
-def _error_response(request: Request, error: Errors) -> R:
-    return R(throttle_time_ms=0, error_code=int(error), error_message=error_message(error), responses=[])
+_error_response = top_level_error(R)
 
 
 @handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, error_response=_error_response)

@@ -4,7 +4,7 @@ empty share group (their records are delivered from share.auto.offset.reset agai
 from __future__ import annotations
 
 from broker.handlers import handles
-from broker.handlers._share_support import share_group_or_error, share_services
+from broker.handlers._share_support import share_group_or_error, share_services, top_level_error
 from broker.network.request_channel import Request, Response
 from broker.security.authorizer.acl import AclOperation
 from broker.services import BrokerServices
@@ -14,8 +14,7 @@ from protocol.messages import DeleteShareGroupOffsetsResponse as R
 from protocol.schema import ZERO_UUID
 
 
-def _error_response(request: Request, error: Errors) -> R:
-    return R(throttle_time_ms=0, error_code=int(error), error_message=error_message(error), responses=[])
+_error_response = top_level_error(R)
 
 
 @handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS, error_response=_error_response)

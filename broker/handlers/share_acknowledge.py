@@ -11,20 +11,25 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers import handles
-from broker.handlers._share_support import LeaderHints, acknowledgements, share_services, unauthorized_topics
+from broker.handlers._share_support import (
+    LeaderHints,
+    acknowledgements,
+    share_services,
+    top_level_error,
+    unauthorized_topics,
+)
 from broker.network.request_channel import Request, Response
 from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
 from broker.share.share_partition_manager import now_ms
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors, error_message
+from protocol.errors import Errors
 from protocol.messages import ShareAcknowledgeResponse
 
 R = ShareAcknowledgeResponse
 
 
-def _error_response(request: Request, error: Errors) -> R:
-    return R(throttle_time_ms=0, error_code=int(error), error_message=error_message(error), responses=[])
+_error_response = top_level_error(R)
 
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE, error_response=_error_response)

@@ -19,6 +19,7 @@ from broker.handlers._share_support import (
     TopicPartition,
     acknowledgements,
     share_services,
+    top_level_error,
     unauthorized_topics,
 )
 from broker.network.request_channel import Request, Response
@@ -27,7 +28,7 @@ from broker.services import BrokerServices
 from broker.share.share_partition_manager import ShareFetchPartitionResult, now_ms
 from broker.share.share_session_cache import FINAL_EPOCH, INITIAL_EPOCH
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors, error_message
+from protocol.errors import Errors
 from protocol.messages import ShareFetchRequest, ShareFetchResponse
 
 R = ShareFetchResponse
@@ -36,8 +37,7 @@ DEFAULT_MAX_RECORDS = 500  # a v1 request without MaxRecords (0): Kafka's share 
 Results = dict[TopicPartition, ShareFetchPartitionResult]
 
 
-def _error_response(request: Request, error: Errors) -> R:
-    return R(throttle_time_ms=0, error_code=int(error), error_message=error_message(error), responses=[])
+_error_response = top_level_error(R)
 
 
 class DelayedShareFetch(DelayedOperation):

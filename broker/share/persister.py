@@ -130,8 +130,8 @@ class Persister:
                     error = Errors(response.results[0].partitions[0].error_code) if response.results else Errors.NONE
                     if error not in RETRIABLE:
                         return response
-            if time.monotonic() >= deadline:
-                raise KafkaApiError(error if error in RETRIABLE else Errors.COORDINATOR_NOT_AVAILABLE)
+            if time.monotonic() >= deadline:  # still unavailable: what Kafka's persister reports then
+                raise KafkaApiError(Errors.COORDINATOR_NOT_AVAILABLE)
             await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def _coordinator(self, key: str) -> tuple[str, int] | None:

@@ -55,6 +55,19 @@ def duration_ms(text: str) -> int:
                + float(seconds or 0) * 1000)
 
 
+def persister_error(error: Errors) -> Errors:
+    """A share-partition's error for a failed state read or write (Kafka's fetchPersisterError):
+    the share coordinator unavailable stays so, a fenced epoch means another leader owns it."""
+    if error in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if error in (Errors.FENCED_STATE_EPOCH, Errors.FENCED_LEADER_EPOCH):
+        return Errors.NOT_LEADER_OR_FOLLOWER
+    if error in (Errors.GROUP_ID_NOT_FOUND, Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_LEADER_OR_FOLLOWER,
+                 Errors.KAFKA_STORAGE_ERROR):
+        return error
+    return Errors.UNKNOWN_SERVER_ERROR
+
+
 @dataclass
 class ShareFetchPartitionResult:
     error: Errors = Errors.NONE
@@ -98,7 +111,7 @@ class SharePartitionManager:
             try:
                 await asyncio.shield(pending)
             except KafkaApiError as exc:
-                errors[tp] = exc.error
+                errors[tp] = persister_error(exc.error)
         return errors
 
     async def _load(self, key: ShareKey) -> None:
@@ -138,7 +151,7 @@ class SharePartitionManager:
             try:
                 await writer.write()
             except KafkaApiError as exc:
-                errors[key] = exc.error
+                errors[key] = persister_error(exc.error)
         return errors
 
     def persist_in_background(self, keys: Iterable[ShareKey]) -> None:

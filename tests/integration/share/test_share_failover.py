@@ -12,7 +12,9 @@ from tests.integration.share.share_helpers import drain, produce, share_consumer
 
 REPLICATED = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "3",
               "share.coordinator.state.topic.num.partitions": "3", "share.coordinator.state.topic.min.isr": "1",
-              "group.share.record.lock.duration.ms": "60000"}
+              "group.share.record.lock.duration.ms": "60000",
+              # the dead broker leaves the ISRs soon, so acks=all state writes go on without it
+              "replica.lag.time.max.ms": "5000"}
 
 
 @pytest.mark.timeout(300)
