@@ -141,12 +141,23 @@ class ShareCoordinator:
             now = _now_ms()
             for key, value in entries:
                 builder.append(now, key, value)
-            await self.replica_manager.append_and_wait(SHARE_GROUP_STATE_TOPIC, partition, builder.build(),
-                                                       self.write_timeout_ms, AppendOrigin.COORDINATOR)
+            info = await self.replica_manager.append_and_wait(SHARE_GROUP_STATE_TOPIC, partition, builder.build(),
+                                                              self.write_timeout_ms, AppendOrigin.COORDINATOR)
             if self.shards.get(partition) is shard:
-                for key, value in entries:
-                    shard.replay(key, value)
+                before = shard.redundant_offset()
+                for offset, (key, value) in enumerate(entries, info.first_offset):
+                    shard.replay(key, value, offset)
+                if shard.redundant_offset() > before:
+                    await self._prune(partition, shard.redundant_offset())
         return Errors.NONE
+
+    async def _prune(self, partition: int, offset: int) -> None:
+        """Drop the records no share-partition needs any more (followers follow the log start)."""
+        try:
+            _leader, tp_log = self.replica_manager.leader_partition_and_log(SHARE_GROUP_STATE_TOPIC, partition)
+            await self.run_blocking(tp_log.maybe_increment_log_start_offset, min(offset, tp_log.high_watermark))
+        except KafkaApiError as exc:
+            log.debug("Not pruning %s-%d: %s", SHARE_GROUP_STATE_TOPIC, partition, exc.error.name)
 
 
 def _replay(shard: ShareCoordinatorShard, buf: bytes) -> None:
@@ -155,7 +166,7 @@ def _replay(shard: ShareCoordinatorShard, buf: bytes) -> None:
             continue
         for record in decode_entry_records(buf, pos):
             if record.key is not None:
-                shard.replay(bytes(record.key), None if record.value is None else bytes(record.value))
+                shard.replay(bytes(record.key), None if record.value is None else bytes(record.value), record.offset)
 
 
 def _now_ms() -> int:

@@ -7,6 +7,8 @@ offset, state batches) is written as a ShareSnapshot record when first initializ
 between, whose batches are merged into the snapshot on replay. A write from an older state epoch
 is FENCED_STATE_EPOCH, from an older leader epoch FENCED_LEADER_EPOCH; both change nothing.
 Deleting a share-partition's state writes tombstones for both its keys, so compaction drops it.
+Every record before the oldest of the share-partitions' latest snapshots is redundant: the log is
+pruned up to there (Kafka's lastRedundantOffset).
 """
 
 from __future__ import annotations
@@ -62,18 +64,27 @@ class ShareCoordinatorShard:
         self.snapshot_every = snapshot_every
         self.state: dict[StateKey, ShareGroupOffset] = {}
         self.updates_since_snapshot: dict[StateKey, int] = {}
+        self.snapshot_offsets: dict[StateKey, int] = {}  # where each share-partition's latest snapshot is
+        self.end_offset = 0  # past the last record replayed
+
+    def redundant_offset(self) -> int:
+        """The offset before which no record is needed to rebuild the state."""
+        return min(self.snapshot_offsets.values(), default=self.end_offset)
 
     # --- replay --------------------------------------------------------------------------------
 
-    def replay(self, key_bytes: bytes, value_bytes: bytes | None) -> None:
+    def replay(self, key_bytes: bytes, value_bytes: bytes | None, offset: int) -> None:
+        self.end_offset = max(self.end_offset, offset + 1)
         key = records.decode_key(key_bytes)
         state_key = (key.group_id, key.topic_id, key.partition)
         if value_bytes is None:
             if key.record_type == records.SNAPSHOT_RECORD_TYPE:
                 self.state.pop(state_key, None)
                 self.updates_since_snapshot.pop(state_key, None)
+                self.snapshot_offsets.pop(state_key, None)
             return
         if key.record_type == records.SNAPSHOT_RECORD_TYPE:
+            self.snapshot_offsets[state_key] = offset
             value = records.decode_snapshot_value(value_bytes)
             self.state[state_key] = ShareGroupOffset(value.snapshot_epoch, value.state_epoch, value.leader_epoch,
                                                      value.start_offset, value.state_batches,

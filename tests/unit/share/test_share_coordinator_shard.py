@@ -14,7 +14,7 @@ KEY = ("g", uuid.uuid4(), 0)
 def _apply(shard: ShareCoordinatorShard, result) -> Errors:  # type: ignore[no-untyped-def]
     error, entries = result
     for key, value in entries:
-        shard.replay(key, value)
+        shard.replay(key, value, shard.end_offset)
     return error
 
 
@@ -31,12 +31,14 @@ def test_updates_between_snapshots_and_replay_from_the_log():
         assert error is Errors.NONE
         written += entries
         for key, value in entries:
-            shard.replay(key, value)
+            shard.replay(key, value, len(written) - 1)
     types = [key[1] for key, _value in written]
     assert types == [0, 1, 1, 0]  # a snapshot, two updates, a snapshot again
+    assert shard.redundant_offset() == 3  # all before the last snapshot can go
     replayed = ShareCoordinatorShard()
-    for key, value in written:
-        replayed.replay(key, value)
+    for offset, (key, value) in enumerate(written):
+        if offset >= shard.redundant_offset():  # the pruned log rebuilds the same state
+            replayed.replay(key, value, offset)
     state = replayed.read(KEY)
     assert state == shard.read(KEY)
     assert state.start_offset == 3 and state.state_batches == [B(3, 4, 0, 2)]
@@ -57,5 +59,5 @@ def test_delete_writes_tombstones():
     error, entries = shard.delete(KEY)
     assert error is Errors.NONE and [value for _key, value in entries] == [None, None]
     for key, value in entries:
-        shard.replay(key, value)
-    assert shard.read(KEY) is None
+        shard.replay(key, value, shard.end_offset)
+    assert shard.read(KEY) is None and shard.redundant_offset() == shard.end_offset
