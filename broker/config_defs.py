@@ -432,6 +432,21 @@ _DEFINITIONS: Sequence[tuple[str, ConfigType, Any, Validator | None]] = (
     ("group.initial.rebalance.delay.ms", I, 3000, None),
     ("group.max.size", I, INT_MAX, at_least(1)),
     ("offset.metadata.max.bytes", I, 4096, None),
+    # --- share groups (KIP-932), Kafka 4.2's defaults; group.share.enable is Kafka 4.0's switch
+    ("group.share.enable", B, True, None),
+    ("group.share.session.timeout.ms", I, 45000, at_least(1)),
+    ("group.share.heartbeat.interval.ms", I, 5000, at_least(1)),
+    ("group.share.max.size", SH, 200, between(1, 1000)),
+    ("group.share.record.lock.duration.ms", I, 30000, between(1000, 3600000)),
+    ("group.share.delivery.count.limit", I, 5, between(2, 10)),
+    ("group.share.partition.max.record.locks", I, 2000, between(100, 10000)),
+    ("group.share.max.share.sessions", I, 2000, at_least(1)),
+    ("share.coordinator.state.topic.num.partitions", I, 50, at_least(1)),
+    ("share.coordinator.state.topic.replication.factor", SH, 3, at_least(1)),
+    ("share.coordinator.state.topic.min.isr", SH, 2, at_least(1)),
+    ("share.coordinator.state.topic.segment.bytes", I, 100 * 1024 * 1024, at_least(1)),
+    ("share.coordinator.snapshot.update.records.per.snapshot", I, 500, between(0, 500)),
+    ("share.coordinator.write.timeout.ms", I, 5000, at_least(1)),
     ("offsets.load.buffer.size", I, 5 * 1024 * 1024, at_least(1)),
     ("offsets.topic.num.partitions", I, 50, at_least(1)),
     ("offsets.topic.replication.factor", SH, 3, at_least(1)),
@@ -478,8 +493,15 @@ UNSUPPORTED_KEYS = frozenset(name for name, _, _ in UNSUPPORTED_CONFIGS if name 
 CONFIG_KEYS.update({name: ConfigKey(name, ConfigType[t], d) for name, t, d in UNSUPPORTED_CONFIGS
                     if name in UNSUPPORTED_KEYS})
 # Kafka defines these as internal: DescribeConfigs lists them only when set.
+# So are the share-group keys a Kafka 3.9 broker does not have (Kafka 4 lists them), so that a
+# describe of this broker lists what a Kafka 3.9 broker lists.
 INTERNAL_KEYS = frozenset({"log.initial.task.delay.ms", "producer.id.expiration.check.interval.ms",
-                           "unstable.api.versions.enable"})
+                           "unstable.api.versions.enable", "group.share.enable", "group.share.max.share.sessions",
+                           "share.coordinator.state.topic.num.partitions",
+                           "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+                           "share.coordinator.state.topic.segment.bytes",
+                           "share.coordinator.snapshot.update.records.per.snapshot",
+                           "share.coordinator.write.timeout.ms"})
 # Keys Kafka's KafkaConfig does not define (the AclAuthorizer's own, read from the broker's
 # properties, and this broker's extensions): DescribeConfigs lists them only when set, as Kafka
 # lists unknown keys (values hidden), so a describe of a broker lists what Kafka's lists.

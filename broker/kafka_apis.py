@@ -60,6 +60,14 @@ class KafkaApis:
 PROTOCOL_APIS: dict[str, frozenset[int]] = {
     "consumer": frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}),
 }
+SHARE_VERSION = "share.version"
+# The share-group APIs (KIP-932); with group.share.enable=false none of them is served.
+SHARE_GROUP_APIS: frozenset[int] = frozenset({
+    ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE,
+    ApiKey.DELETE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+})
 
 
 def disabled_apis(rebalance_protocols: list[str]) -> frozenset[int]:
@@ -74,6 +82,14 @@ class RegisteredApiVersionManager(ApiVersionManager):
     def __init__(self, enable_unstable_last_version: bool = False, disabled: frozenset[int] = frozenset()) -> None:
         super().__init__(enable_unstable_last_version)
         self.disabled = disabled
+        self.supported_features[SHARE_VERSION] = (0, 1)  # Kafka 4.2's range
+        self.set_finalized_features(self.finalized_features_epoch, self.finalized_features)
+
+    def set_finalized_features(self, epoch: int, features: dict[str, int]) -> None:
+        """/feature's finalized features, and share.version at 1 while share groups are served
+        (Kafka 4.2 finalizes it; a feature at level 0 is not listed)."""
+        share = {SHARE_VERSION: 1} if ApiKey.SHARE_GROUP_HEARTBEAT not in self.disabled else {}
+        super().set_finalized_features(epoch, {**features, **share})
 
     def _served(self, api_key: int) -> bool:
         return api_key in HANDLERS and api_key not in self.disabled

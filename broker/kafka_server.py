@@ -24,11 +24,12 @@ from broker.config_defs import ConfigError, parse_http_listener
 from broker.admin.group_configs import GroupConfigManager
 from broker.coordinator.consumer.consumer_group_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from broker.coordinator.group.group_coordinator import GroupCoordinator
+from broker.share.share_services import build_share_services
 from broker.coordinator.group.group_metadata_manager import GroupConfig
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from broker.coordinator.transaction.transaction_state_manager import TransactionConfig
 from broker.fetch_session import FetchSessionCache
-from broker.kafka_apis import KafkaApis, RegisteredApiVersionManager, disabled_apis
+from broker.kafka_apis import SHARE_GROUP_APIS, KafkaApis, RegisteredApiVersionManager, disabled_apis
 from broker.metadata_cache import MetadataCache
 from broker.metrics.consumer_lag import ConsumerLag
 from broker.metrics.kafka_metrics import KafkaMetrics, LoopIdleMeter
@@ -168,8 +169,10 @@ class KafkaServer:
         self.log_manager = log_manager
 
         handlers.load_all()
-        api_versions = RegisteredApiVersionManager(config.unstable_api_versions_enable,
-                                                   disabled_apis(config.get("group.coordinator.rebalance.protocols")))
+        disabled = disabled_apis(config.get("group.coordinator.rebalance.protocols"))
+        if not config.get("group.share.enable"):
+            disabled |= SHARE_GROUP_APIS
+        api_versions = RegisteredApiVersionManager(config.unstable_api_versions_enable, disabled)
         # SCRAM credentials and client quotas are in memory before the first connection can use them.
         credentials = CredentialCache()
         quotas = self.quotas = QuotaManagers(config.get("quota.window.num"), config.get("quota.window.size.seconds"),
@@ -252,6 +255,13 @@ class KafkaServer:
         replica_manager.leadership_listeners.append(transaction_coordinator.on_leadership_change)
         self.services.transaction_coordinator = transaction_coordinator
         transaction_coordinator.startup()
+        if config.get("group.share.enable"):
+            self.services.share = build_share_services(config, replica_manager, metadata_cache, group_coordinator,
+                                                       self.services.admin_zk, pool.run_blocking, self.client_security,
+                                                       group_configs)
+            replica_manager.leadership_listeners += [self.services.share.partitions.on_leadership_change,
+                                                     self.services.share.state.on_leadership_change]
+            self.services.share.startup()
         # The dynamic configs from ZooKeeper before the listeners open (a dynamic keystore is served from the start).
         await loop.run_in_executor(None, dynamic_broker_config.install, self.services, self._ssl_factories())
         # The finalized features too: ApiVersions answers them from the first request.
@@ -491,6 +501,8 @@ class KafkaServer:
         await services.pool.shutdown()
         if services.group_coordinator is not None:
             services.group_coordinator.shutdown()
+        if services.share is not None:
+            services.share.shutdown()
         services.replica_manager.shutdown()
         if self.config_listener is not None:
             await loop.run_in_executor(None, self.config_listener.close)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from broker.network.request_channel import RequestChannel
     from broker.network.request_handler import KafkaRequestHandlerPool
     from broker.replica_manager import ReplicaManager
+    from broker.share.share_services import ShareServices
     from coordination.admin_zk_client import AdminZkClient
     from coordination.controller.kafka_controller import KafkaController
     from coordination.controller_epoch import ControllerEpochFence
@@ -66,6 +67,8 @@ class BrokerServices:
     group_coordinator: GroupCoordinator | None = None
     # KIP-848 consumer groups (None when group.coordinator.rebalance.protocols leaves out "consumer").
     consumer_group_coordinator: ConsumerGroupCoordinator | None = None
+    # Share groups: membership, share sessions and share-partitions (None when group.share.enable=false).
+    share: ShareServices | None = None
     # Every group's config overrides (/config/groups), set at startup.
     group_configs: GroupConfigManager | None = None
     # The transaction coordinator (set at startup; None until then).

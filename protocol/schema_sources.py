@@ -19,4 +19,13 @@ NEWER_THAN_3_9: dict[str, str] = {
     # v6 (KIP-1043): GROUP_ID_NOT_FOUND with an error message for unknown groups.
     "DescribeGroupsRequest": "4.2",
     "DescribeGroupsResponse": "4.2",
+    # KIP-932 share groups (written by scripts/kafka42_share_schemas.py): Kafka 3.9 has only their
+    # early-access versions, which Kafka 4.1 removed; 4.2 adds ShareFetch/ShareAcknowledge v2
+    # (KIP-1206, KIP-1222), WriteShareGroupState and ReadShareGroupStateSummary v1 (KIP-1226) and
+    # the share-group offsets APIs 90-92.
+    **{f"{api}{kind}": "4.2" for api in (
+        "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge", "InitializeShareGroupState",
+        "ReadShareGroupState", "WriteShareGroupState", "DeleteShareGroupState", "ReadShareGroupStateSummary",
+        "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
+    ) for kind in ("Request", "Response")},
 }

@@ -6,6 +6,9 @@ needs the wire-relevant keys, so this writes one compact JSON file per message
 (same name as Kafka's) keeping just those keys. The bundled files make the
 project independent of ``../shared``; re-run this after updating the source.
 
+The definitions taken from a newer Kafka (``protocol.schema_sources.NEWER_THAN_3_9``) are left
+alone here; the share-group ones come from ``scripts/kafka42_share_schemas.py``.
+
 Usage: python scripts/import_schemas.py [SOURCE_DIR] [DEST_DIR]
 """
 
@@ -17,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from protocol.schema_sources import NEWER_THAN_3_9  # noqa: E402  (the repo root is on the path now)
 DEFAULT_SOURCE = ROOT.parent / "shared" / "kafka-protocol" / "messages"
 DEFAULT_DEST = ROOT / "protocol" / "schemas"
 
@@ -92,7 +97,9 @@ def main(argv: list[str]) -> int:
         return 1
     dest.mkdir(parents=True, exist_ok=True)
     for stale in dest.glob("*.json"):
-        stale.unlink()
+        if stale.stem not in NEWER_THAN_3_9:
+            stale.unlink()
+    files = [path for path in files if path.stem not in NEWER_THAN_3_9]
     for path in files:
         schema = compact_schema(load_kafka_json(path))
         if schema["name"] != path.stem:

@@ -21,6 +21,7 @@ class GroupConfigDef:
     broker_key: str  # the broker setting that is its default
     bounds: tuple[str, str] | None = None  # broker keys of its minimum and maximum
     choices: tuple[str, ...] = ()
+    default: Any = None  # for a config with no broker setting behind it (share.auto.offset.reset)
 
     @property
     def config_type(self) -> ConfigType:
@@ -33,6 +34,10 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("consumer.heartbeat.interval.ms", "group.consumer.heartbeat.interval.ms",
                    ("group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms")),
 )}
+
+
+def _default(definition: GroupConfigDef, broker: Any) -> Any:
+    return definition.default if definition.default is not None else broker.get(definition.broker_key)
 
 
 def register(definition: GroupConfigDef) -> None:
@@ -81,7 +86,7 @@ def describe_group(overrides: Mapping[str, str], broker: Any, names: Iterable[st
         if name in overrides:
             value, source = overrides[name], ConfigSource.DYNAMIC_GROUP_CONFIG
         else:
-            value, source = str(broker.get(definition.broker_key)), ConfigSource.DEFAULT_CONFIG
+            value, source = str(_default(definition, broker)), ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(name, value, source, False, False, int(definition.config_type)))
     return entries
 
@@ -105,4 +110,4 @@ class GroupConfigManager:
 
     def get(self, group_id: str, name: str) -> Any:
         found = self._overrides.get(group_id, {}).get(name)
-        return self.broker.get(GROUP_CONFIG_DEFS[name].broker_key) if found is None else found
+        return _default(GROUP_CONFIG_DEFS[name], self.broker) if found is None else found

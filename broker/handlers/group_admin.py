@@ -12,6 +12,7 @@ from broker.coordinator.group.group_metadata import GroupState
 from broker.coordinator.group.group_operations import delete_groups, describe_group, list_groups
 from broker.handlers import handles
 from broker.handlers._group_support import group_coordinator
+from broker.handlers._share_support import SHARE_GROUP_TYPE, delete_share_groups, listed_share_groups
 from broker.network.request_channel import Request, Response
 from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.services import BrokerServices
@@ -94,6 +95,11 @@ async def handle_list_groups(services: BrokerServices, request: Request) -> Resp
             fields["group_type"] = group.group_type
         protocol_type = "consumer" if group.consumer_group is not None else group.protocol_type or ""
         listed.append(ListGroupsResponse.ListedGroup(group_id=group.group_id, protocol_type=protocol_type, **fields))
+    for group_id, state in listed_share_groups(services, states, types):  # share groups (KIP-932)
+        if auth.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id, log_if_denied=False):
+            fields = {"group_state": state, "group_type": SHARE_GROUP_TYPE} if version >= 5 else \
+                ({"group_state": state} if version >= 4 else {})
+            listed.append(ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=SHARE_GROUP_TYPE, **fields))
     extra: dict[str, Any] = {"throttle_time_ms": 0} if version >= 1 else {}
     return Response.send(request, ListGroupsResponse(error_code=int(error), groups=listed, **extra))
 
@@ -108,7 +114,9 @@ def delete_error_response(request: Request, error: Errors) -> DeleteGroupsRespon
 async def handle_delete_groups(services: BrokerServices, request: Request) -> Response:
     names = list(request.body().groups_names)
     deletable = services.auth.filter_authorized(request, AclOperation.DELETE, ResourceType.GROUP, names)
-    errors = {**delete_groups(group_coordinator(services), [g for g in names if g in deletable]),
+    share_groups = await delete_share_groups(services, [g for g in names if g in deletable])  # KIP-932
+    errors = {**delete_groups(group_coordinator(services), [g for g in names if g in deletable and g not in share_groups]),
+              **share_groups,
               **{g: Errors.GROUP_AUTHORIZATION_FAILED for g in names if g not in deletable}}
     return Response.send(request, DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=int(errors[g])) for g in names]))

@@ -7,6 +7,7 @@ from typing import Any
 from broker.coordinator.group.group_metadata import JoinGroupResult, SyncGroupResult
 from broker.handlers import handles
 from broker.handlers._group_support import client_host, group_coordinator, respond_later
+from broker.handlers._share_support import is_share_group
 from broker.network.request_channel import Request, Response
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
@@ -43,6 +44,8 @@ def join_error_response(request: Request, error: Errors) -> JoinGroupResponse:
 async def handle_join_group(services: BrokerServices, request: Request) -> Response | None:
     body = request.body()
     version = request.api_version
+    if is_share_group(services, body.group_id):  # KIP-932: the id belongs to a share group
+        return Response.send(request, join_error_response(request, Errors.INCONSISTENT_GROUP_PROTOCOL))
     coordinator = group_coordinator(services)
     future = coordinator.join_group(
         body.group_id, body.member_id, body.group_instance_id if version >= 5 else None,

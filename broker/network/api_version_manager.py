@@ -36,6 +36,8 @@ class ApiVersionManager:
         # FinalizedFeatureChangeListener last read them; a ZK broker supports no feature itself.
         self.finalized_features_epoch = -1
         self.finalized_features: dict[str, int] = {}
+        # Features this broker supports, name -> (min, max) version (share.version while share groups are on).
+        self.supported_features: dict[str, tuple[int, int]] = {}
 
     def set_finalized_features(self, epoch: int, features: dict[str, int]) -> None:
         self.finalized_features, self.finalized_features_epoch = dict(features), epoch
@@ -92,6 +94,8 @@ def api_versions_answer(manager: ApiVersionManager, version: int, body: Callable
     features = manager.finalized_features
     return ApiVersionsResponse(
         error_code=0, api_keys=manager.answer_entries(), finalized_features_epoch=manager.finalized_features_epoch,
+        supported_features=[ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+                            for name, (low, high) in sorted(manager.supported_features.items())],
         finalized_features=[ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level,
                                                                     min_version_level=level)
                             for name, level in sorted(features.items())]), version

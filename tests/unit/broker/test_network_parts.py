@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from unittest.mock import MagicMock
 
 import pytest
@@ -186,7 +187,8 @@ def test_zk_broker_serves_exactly_the_zk_broker_apis():
     served = {key for key, _, _ in manager.enabled_apis()}
     assert served == {key for key, spec in API_SPECS.items() if "zkBroker" in spec.listeners}
     assert {ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION} <= served
-    assert not {ApiKey.VOTE, ApiKey.BROKER_HEARTBEAT, ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.SHARE_FETCH} & served
+    assert not {ApiKey.VOTE, ApiKey.BROKER_HEARTBEAT, ApiKey.DESCRIBE_TOPIC_PARTITIONS} & served
+    assert manager.version_range(ApiKey.SHARE_FETCH) == (1, 2)  # share groups are served on ZooKeeper too
     assert manager.version_range(ApiKey.PRODUCE) == (0, 11)
     assert manager.version_range(ApiKey.FETCH) == (0, 17)
 
@@ -200,9 +202,12 @@ def test_version_checks_and_the_api_versions_exception():
     assert manager.is_api_enabled(ApiKey.API_VERSIONS, 127)
 
 
-def test_unstable_latest_versions_need_the_flag():
-    assert ApiVersionManager(listener_type="broker").version_range(ApiKey.SHARE_FETCH) is None
-    assert ApiVersionManager(True, listener_type="broker").version_range(ApiKey.SHARE_FETCH) == (0, 0)
+def test_unstable_latest_versions_need_the_flag(monkeypatch):
+    # No bundled definition has an unstable latest version now; mark one as Kafka would.
+    spec = API_SPECS[ApiKey.SHARE_FETCH]
+    monkeypatch.setitem(API_SPECS, ApiKey.SHARE_FETCH, dataclasses.replace(spec, latest_version_unstable=True))
+    assert ApiVersionManager().version_range(ApiKey.SHARE_FETCH) == (1, 1)
+    assert ApiVersionManager(True).version_range(ApiKey.SHARE_FETCH) == (1, 2)
 
 
 # --- ConnectionQuotas -----------------------------------------------------------------------------

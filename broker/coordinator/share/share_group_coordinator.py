@@ -1,0 +1,186 @@
+"""The share-group part of the group coordinator (Kafka's GroupMetadataManager.shareGroupHeartbeat
+and its describe, list and delete paths).
+
+Share groups live next to the classic groups of the same ``__consumer_offsets`` partition: the
+broker that coordinates a group id coordinates it whatever its type, and a group id belongs to
+one type at a time. Heartbeats join (epoch 0), keep (the current epoch) or leave (epoch -1) a
+member; any change of members, subscriptions or subscribed topics' partitions bumps the group
+epoch and the ``simple`` assignor recomputes the assignment. A member that does not heartbeat
+within ``group.share.session.timeout.ms`` is fenced; listeners (the SharePartitionManager) then
+release the records it holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.coordinator.share.share_group import Assignment, ShareGroup, ShareGroupMember, simple_assign
+from protocol.errors import Errors
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+JOIN_GROUP_MEMBER_EPOCH = 0
+
+
+@dataclass(frozen=True)
+class ShareGroupSettings:
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    max_size: int = 200
+
+
+@dataclass
+class HeartbeatResult:
+    error: Errors = Errors.NONE
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    assignment: Assignment | None = None  # None: unchanged since the member's last heartbeat
+
+
+class ShareGroupHeartbeatError(Exception):
+    def __init__(self, error: Errors, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+# (topic name) -> (topic id, partition count), None for a topic that does not exist
+TopicLookup = Callable[[str], "tuple[uuid.UUID, int] | None"]
+
+
+class ShareGroupCoordinator:
+    def __init__(self, settings: ShareGroupSettings, topics: TopicLookup,
+                 is_other_group_type: Callable[[str], bool]) -> None:
+        self.settings = settings
+        self._topics = topics
+        self.is_other_group_type = is_other_group_type  # a classic or consumer group has the id
+        self.groups: dict[str, ShareGroup] = {}
+        # Called as (group id, member id) when a member is fenced (its session ran out). A member
+        # that leaves is not reported: it closes its share sessions itself (epoch -1) and its last
+        # acknowledgements may still be on their way.
+        self.member_fenced_listeners: list[Callable[[str, str], None]] = []
+
+    # --- heartbeat -----------------------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                  subscribed_topic_names: list[str] | None, client_id: str, client_host: str,
+                  now_ms: int) -> HeartbeatResult:
+        try:
+            return self._heartbeat(group_id, member_id, member_epoch, rack_id, subscribed_topic_names,
+                                   client_id, client_host, now_ms)
+        except ShareGroupHeartbeatError as exc:
+            return HeartbeatResult(exc.error, str(exc))
+
+    def _heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                   subscribed: list[str] | None, client_id: str, client_host: str, now_ms: int) -> HeartbeatResult:
+        _validate(group_id, member_id, member_epoch, subscribed)
+        if self.is_other_group_type(group_id):
+            raise ShareGroupHeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        group = self.groups.get(group_id)
+        if member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if group is None or member_id not in group.members:
+                raise ShareGroupHeartbeatError(Errors.UNKNOWN_MEMBER_ID,
+                                               f"Member {member_id} is not a member of group {group_id}.")
+            self.remove_member(group, member_id)
+            return HeartbeatResult(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+        member = group.members.get(member_id)
+        bump = False  # the group epoch moves at most once per heartbeat, as Kafka's
+        if member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if member is None:
+                if len(group.members) >= self.settings.max_size:
+                    raise ShareGroupHeartbeatError(
+                        Errors.GROUP_MAX_SIZE_REACHED,
+                        f"The share group has reached its maximum capacity of {self.settings.max_size} members.")
+                member = group.members[member_id] = ShareGroupMember(member_id, 0, client_id, client_host, [])
+                bump = True
+        elif member is None:
+            raise ShareGroupHeartbeatError(Errors.UNKNOWN_MEMBER_ID,
+                                           f"Member {member_id} is not a member of group {group_id}.")
+        elif member_epoch != member.member_epoch:
+            raise ShareGroupHeartbeatError(
+                Errors.FENCED_MEMBER_EPOCH,
+                f"The share group member has a smaller member epoch ({member_epoch}) than the one known "
+                f"by the group coordinator ({member.member_epoch}). The member must abandon all its "
+                "partitions and rejoin.")
+        if subscribed is not None and sorted(subscribed) != sorted(member.subscribed_topic_names):
+            member.subscribed_topic_names = list(subscribed)
+            bump = True
+        if rack_id is not None:
+            member.rack_id = rack_id
+        member.client_id, member.client_host = client_id, client_host
+        member.session_deadline_ms = now_ms + self.settings.session_timeout_ms
+        self._maybe_reassign(group, bump)
+        previous = member.assignment
+        target = group.target_assignment.get(member_id, {})
+        changed = target != previous or member.member_epoch != group.assignment_epoch
+        member.assignment = target
+        member.member_epoch = group.assignment_epoch
+        send = changed or member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        return HeartbeatResult(member_id=member_id, member_epoch=member.member_epoch,
+                               assignment=target if send else None)
+
+    def _subscription_metadata(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        found = {}
+        for topic in group.subscribed_topics():
+            described = self._topics(topic)
+            if described is not None:
+                found[topic] = described
+        return found
+
+    def _maybe_reassign(self, group: ShareGroup, bump: bool) -> None:
+        metadata = self._subscription_metadata(group)
+        if metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            bump = True
+        if bump:
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            members = {m.member_id: m.subscribed_topic_names for m in group.members.values()}
+            group.target_assignment = simple_assign(members, group.subscription_metadata)
+            group.assignment_epoch = group.group_epoch
+
+    # --- members leaving -----------------------------------------------------------------------
+
+    def remove_member(self, group: ShareGroup, member_id: str) -> None:
+        del group.members[member_id]
+        group.group_epoch += 1
+
+    def expire_sessions(self, now_ms: int) -> list[tuple[str, str]]:
+        """Fence every member whose session ran out; the (group, member) pairs fenced."""
+        fenced = []
+        for group in self.groups.values():
+            for member in list(group.members.values()):
+                if member.session_deadline_ms <= now_ms:
+                    self.remove_member(group, member.member_id)
+                    fenced.append((group.group_id, member.member_id))
+                    for listener in self.member_fenced_listeners:
+                        listener(group.group_id, member.member_id)
+        return fenced
+
+    # --- admin ---------------------------------------------------------------------------------
+
+    def delete_group(self, group_id: str) -> Errors:
+        """DeleteGroups for a share group: only an empty one (NON_EMPTY_GROUP otherwise)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return Errors.GROUP_ID_NOT_FOUND
+        if group.members:
+            return Errors.NON_EMPTY_GROUP
+        del self.groups[group_id]
+        return Errors.NONE
+
+
+def _validate(group_id: str, member_id: str, member_epoch: int, subscribed: list[str] | None) -> None:
+    """ShareGroupHeartbeatRequest's checks (Kafka's throwIfShareGroupHeartbeatRequestIsInvalid)."""
+    if not group_id:
+        raise ShareGroupHeartbeatError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
+    if not member_id or not member_id.strip():
+        raise ShareGroupHeartbeatError(Errors.INVALID_REQUEST, "MemberId can't be empty.")
+    if member_epoch < LEAVE_GROUP_MEMBER_EPOCH:
+        raise ShareGroupHeartbeatError(Errors.INVALID_REQUEST, "MemberEpoch is invalid.")
+    if member_epoch == JOIN_GROUP_MEMBER_EPOCH and not subscribed:
+        raise ShareGroupHeartbeatError(Errors.INVALID_REQUEST,
+                                       "SubscribedTopicNames must be set in first request.")

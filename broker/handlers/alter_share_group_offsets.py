@@ -1,0 +1,58 @@
+"""AlterShareGroupOffsets (v0): start share-partitions of an empty share group over at given offsets
+(a new state epoch at their share coordinators; the leaders reload). A group with members is
+NON_EMPTY_GROUP; a group id not known yet becomes an empty share group, as Kafka creates it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.coordinator.share.share_group import ShareGroup
+from broker.handlers import handles
+from broker.handlers._share_support import share_group_or_error, share_services, top_level_error
+from broker.network.request_channel import Request, Response
+from broker.security.authorizer.acl import AclOperation
+from broker.services import BrokerServices
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors, KafkaApiError, error_message
+from protocol.messages import AlterShareGroupOffsetsResponse as R
+from protocol.schema import ZERO_UUID
+
+
+_error_response = top_level_error(R)
+
+
+@handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, error_response=_error_response)
+async def handle_alter_share_group_offsets(services: BrokerServices, request: Request) -> Response:
+    body = request.body()
+    share = share_services(services)
+    error, group = share_group_or_error(services, request, body.group_id, AclOperation.READ)
+    if error is Errors.GROUP_ID_NOT_FOUND and not share.coordinator.is_other_group_type(body.group_id):
+        group = share.coordinator.groups[body.group_id] = ShareGroup(body.group_id)
+    elif group is None:
+        return Response.send(request, _error_response(request, error))
+    if group.members:
+        return Response.send(request, _error_response(request, Errors.NON_EMPTY_GROUP))
+    cache = services.metadata_cache
+    responses = []
+    for topic in body.topics:
+        known = cache.contains_topic(topic.topic_name)
+        results = []
+        for p in topic.partitions:
+            outcome = Errors.UNKNOWN_TOPIC_OR_PARTITION if not known or p.partition_index not in \
+                cache.topic_partitions(topic.topic_name) else Errors.NONE
+            if outcome is Errors.NONE:
+                try:
+                    await share.partitions.alter_start_offset(body.group_id, topic.topic_name, p.partition_index,
+                                                              p.start_offset)
+                except KafkaApiError as exc:
+                    outcome = exc.error
+            results.append(_partition(p.partition_index, outcome))
+        responses.append(R.AlterShareGroupOffsetsResponseTopic(
+            topic_name=topic.topic_name, topic_id=cache.topic_id(topic.topic_name) if known else ZERO_UUID,
+            partitions=results))
+    return Response.send(request, R(throttle_time_ms=0, error_code=0, responses=responses))
+
+
+def _partition(partition: int, error: Errors) -> Any:
+    return R.AlterShareGroupOffsetsResponsePartition(partition_index=partition, error_code=int(error),
+                                                     error_message=error_message(error) if error else None)
