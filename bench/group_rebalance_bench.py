@@ -239,9 +239,23 @@ def main() -> None:
         print(f"| {r.broker} | {r.protocol} | {r.members} | {r.join_s} | {r.leave_s} | {r.pause_s} | "
               f"{r.moved} ({r.share}) | {roll_cell} |")
     if args.json:
-        args.json.write_text(json.dumps({"command": command, "machine": f"{os.cpu_count()} cores",
-                                         "rows": [asdict(r) for r in rows]}, indent=1))
+        args.json.write_text(json.dumps(chart_document(rows, command), indent=1))
 
+
+def chart_document(rows: list[Row], command: str) -> dict[str, Any]:
+    """bench/charts.py's shape: one row per group size and measure, one value per broker and protocol."""
+    measures = [("join", "join_s", "s"), ("leave", "leave_s", "s"), ("longest pause of a kept member", "pause_s", "s"),
+                ("partitions moved on join", "moved", "partitions"), ("records/s during a rolling replacement",
+                                                                      "roll_rate", "records/s")]
+    out = []
+    for size in sorted({r.members for r in rows}):
+        for label, field, unit in measures:
+            values = {f"{r.broker} {r.protocol}": getattr(r, field) for r in rows
+                      if r.members == size and getattr(r, field) is not None}
+            if values:
+                out.append({"name": f"{size} members: {label}", "unit": unit, "value": values})
+    return {"command": command, "machine": f"{os.cpu_count()} cores, {platform.machine()}, load average "
+                                           f"{os.getloadavg()[0]:.1f}", "rows": out}
 
 if __name__ == "__main__":
     main()
