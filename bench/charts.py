@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-PERCENTILES = ("p50", "p99", "p99.9")
+PERCENTILES = {2: ("p50", "p99"), 3: ("p50", "p99", "p99.9")}
 
 
 def _bars(document: dict[str, Any]) -> dict[str, list[tuple[str, dict[str, float]]]]:
@@ -27,7 +27,7 @@ def _bars(document: dict[str, Any]) -> dict[str, list[tuple[str, dict[str, float
         values = row["value"] if isinstance(row["value"], dict) else {"": row["value"]}
         width = max((len(v) for v in values.values() if isinstance(v, list)), default=0)
         if width:
-            names = PERCENTILES if width == len(PERCENTILES) else tuple(str(i) for i in range(width))
+            names = PERCENTILES.get(width, tuple(str(i) for i in range(width)))
             for i, percentile in enumerate(names):
                 panels.setdefault(unit, []).append((f"{row['name']} {percentile}",
                                                     {k: v[i] for k, v in values.items() if v is not None}))
