@@ -179,7 +179,7 @@ def _note(key: int, ours: tuple[int, int] | None, kafka: dict[str, str]) -> str:
         return "not served"
     notes = []
     if k39 is not None and ours != k39:
-        notes.append("differs from Kafka 3.9")
+        notes.append("Kafka 4.x's range" if ours in (k40, k43) else "differs from Kafka 3.9")
     if k40 is None and k43 is None:
         notes.append("ZooKeeper mode only: gone from Kafka 4.x")
     elif k40 is not None and ours[1] < k40[0]:
