@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +40,8 @@ def _bars(document: dict[str, Any]) -> dict[str, list[tuple[str, dict[str, float
 def footer(document: dict[str, Any]) -> str:
     machine = document["machine"]
     load = ", ".join(f"{x:.1f}" for x in machine["load_average"])
-    return (f"{document['command']}\n{machine['cores']} cores, {machine['cpu']}, Python {machine['python']}, "
+    command = textwrap.fill(document["command"], 150, subsequent_indent="    ")
+    return (f"{command}\n{machine['cores']} cores, {machine['cpu']}, Python {machine['python']}, "
             f"load average {load} at the end")
 
 
@@ -67,7 +69,7 @@ def draw(document: dict[str, Any], out: Path) -> None:
         axis.set_xlabel(unit)
         axis.margins(x=0.12)
         if any(kinds.values()):
-            axis.legend(fontsize=8, loc="lower right")
+            axis.legend(fontsize=8, loc="best")
     figure.suptitle(document["bench"], fontsize=11)
     figure.text(0.01, 0.005, footer(document), fontsize=7, family="monospace", va="bottom")
     figure.tight_layout(rect=(0, 0.05, 1, 0.97))
