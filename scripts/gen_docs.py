@@ -83,7 +83,8 @@ def config_served() -> str:
     from broker.config_defs import CONFIG_KEYS, INTERNAL_KEYS, NON_KAFKA_CONFIG_KEYS
     out: list[str] = []
     for heading, keys in _config_sections():
-        out += [f"### {heading[0].upper()}{heading[1:]}", "",
+        title = (heading[0].upper() + heading[1:]).replace("<", "&lt;").replace(">", "&gt;")
+        out += [f"### {title}", "",
                 "| key | type | default | changes at run time |", "| --- | --- | --- | --- |"]
         for key in keys:
             spec = CONFIG_KEYS[key]
