@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.harness.broker import BrokerProcess  # noqa: E402
+from bench import bench_json  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 
 
@@ -191,7 +192,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=200_000, help="messages per throughput run")
     parser.add_argument("--rate", type=float, default=1000.0, help="messages/s for the latency run")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
+    rows: list[dict[str, object]] = []
     print("command: python bench/broker_bench.py " + " ".join(sys.argv[1:]))
     with tempfile.TemporaryDirectory() as tmp:
         zk = ZooKeeperServer(Path(tmp) / "zk")
@@ -205,13 +208,19 @@ def main() -> None:
                     topic = f"bench-{size}-{partitions}"
                     create_topic(broker.bootstrap, topic, partitions)
                     mb = args.messages * size / 1e6
-                    t = produce(broker.bootstrap, topic, args.messages, size)
-                    print(f"{f'produce {size} B, {partitions} partition(s)':<34}{args.messages / t:>12,.0f}{mb / t:>10.1f}")
-                    t = consume(broker.bootstrap, topic, partitions, args.messages)
-                    print(f"{f'consume {size} B, {partitions} partition(s)':<34}{args.messages / t:>12,.0f}{mb / t:>10.1f}")
+                    for verb in ("produce", "consume"):
+                        t = (produce(broker.bootstrap, topic, args.messages, size) if verb == "produce"
+                             else consume(broker.bootstrap, topic, partitions, args.messages))
+                        name = f"{verb} {size} B, {partitions} partition(s)"
+                        print(f"{name:<34}{args.messages / t:>12,.0f}{mb / t:>10.1f}")
+                        rows.append({"name": name, "unit": "messages/s", "value": args.messages / t, "mb_per_s": mb / t})
             create_topic(broker.bootstrap, "bench-latency", 1)
             p50, p99 = latency(broker.bootstrap, "bench-latency", int(args.rate * 10), args.rate)
             print(f"produce latency at {args.rate:.0f} msg/s (100 B, acks=1): p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+            rows.append({"name": f"produce latency at {args.rate:.0f} msg/s, 100 B, acks=1", "unit": "ms p50/p99",
+                         "value": [p50, p99]})
+            if args.json:
+                bench_json.write(args.json, "broker_bench", "", rows)
         finally:
             broker.stop()
             zk.close()

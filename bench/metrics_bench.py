@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_bench import broker_cpu_seconds, create_topic, produce  # noqa: E402
+from bench import bench_json  # noqa: E402
 
 from tests.harness.broker import BrokerProcess  # noqa: E402
 from tests.harness.ports import free_port  # noqa: E402
@@ -93,6 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=200_000, help="messages per produce run")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (the best is reported)")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     parser.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between scrapes of the 'on' broker")
     args = parser.parse_args()
     print("command: python bench/metrics_bench.py " + " ".join(sys.argv[1:]))
@@ -133,7 +135,19 @@ def main() -> None:
                     print(f"{f'{size} B, {partitions} partition(s)':<28}{state:>8}{rate:>12,.0f}"
                           f"{rate * size / 1e6:>8.1f}{rate / best[('off', size, partitions)]:>8.0%}"
                           f"{statistics.median(cpu_per_gb[(state, size, partitions)]):>17.2f}")
-            print(f"\nrequest metrics: {request_metrics_cost():.1f} µs of CPU per Produce request of 8 partitions")
+            cost = request_metrics_cost()
+            print(f"\nrequest metrics: {cost:.1f} µs of CPU per Produce request of 8 partitions")
+            if args.json:
+                rows = [{"section": "produce", "name": f"produce {size} B, {partitions} partition(s)",
+                         "unit": "messages/s", "higher_is_better": True,
+                         "value": {state: best[(state, size, partitions)] for state in brokers}}
+                        for size, partitions in CASES]
+                rows += [{"section": "broker CPU", "name": f"produce {size} B, {partitions} partition(s)",
+                          "unit": "CPU s per GB", "higher_is_better": False,
+                          "value": {state: statistics.median(cpu_per_gb[(state, size, partitions)]) for state in brokers}}
+                         for size, partitions in CASES]
+                bench_json.write(args.json, "metrics_bench", "", rows, request_metrics_cpu_us=cost,
+                                 kinds={state: f"metrics {state}" for state in brokers})
             print(f"/metrics scraped {len(scraper.durations)} times every {args.scrape_interval:g} s: median "
                   f"{statistics.median(scraper.durations) * 1000:.1f} ms, max {max(scraper.durations) * 1000:.1f} ms, "
                   f"{scraper.sizes[-1] / 1024:.0f} KiB, {scraper.lines} samples")

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import bench_json  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 from protocol.headers import encode_request_header, parse_request_header  # noqa: E402
 from protocol.messages import FetchResponse, MetadataResponse, ProduceRequest  # noqa: E402
@@ -66,17 +67,22 @@ def metadata_response() -> MetadataResponse:
     return MetadataResponse(brokers=brokers, cluster_id="cluster-1", controller_id=0, topics=topics)
 
 
+ROWS: list[dict[str, Any]] = []
+
+
 def bench(label: str, fn: Callable[[], Any], repeat: int) -> None:
     fn()  # warm up (generates the codec)
     timer = timeit.Timer(fn)
     number, _ = timer.autorange()
     best = min(timer.repeat(repeat=repeat, number=number)) / number
     print(f"{label:<62} {best * 1e6:12.2f} us/op")
+    ROWS.append({"name": label, "value": best * 1e6})
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5, help="timing repeats; the best is reported")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
     print("command:", shlex.join([sys.executable, *sys.argv]))
     print(f"python {sys.version.split()[0]}; best of {args.repeat}")
@@ -103,6 +109,8 @@ def main() -> None:
     bench("parse request header (Fetch v16, header v2)", lambda: parse_request_header(header), args.repeat)
     header_v1 = encode_request_header(ApiKey.PRODUCE, 8, 12345, "producer-1") + b"body"
     bench("parse request header (Produce v8, header v1)", lambda: parse_request_header(header_v1), args.repeat)
+    if args.json:
+        bench_json.write(args.json, "protocol_bench", "µs per operation", ROWS)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench import bench_json  # noqa: E402
 from protocol.records import batch  # noqa: E402
 from protocol.records.builder import RecordBatchBuilder  # noqa: E402
 from protocol.records.compression import CompressionType, compress, decompress  # noqa: E402
@@ -59,6 +60,7 @@ def _measure(min_time: float, fn: Callable[[], object]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--min-time", type=float, default=0.5, help="seconds to spend on each measurement")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
     print(f"command: cd {shlex.quote(str(REPO))} && {shlex.join(['python', *sys.argv])}")
     print(f"python {sys.version.split()[0]}")
@@ -104,6 +106,9 @@ def main() -> None:
     width = max(len(name) for name, _ in rows)
     for name, micros in rows:
         print(f"{name:<{width}}  {micros:12.1f} us/op")
+    if args.json:
+        bench_json.write(args.json, "records_bench", "µs per operation",
+                         [{"name": name.strip(), "value": micros} for name, micros in rows])
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ from bench.vs_kafka_profile import PY_SPY
 from protocol.framing import encode_request
 from protocol.messages import ApiVersionsRequest, ProduceRequest
 from protocol.records.builder import RecordBatchBuilder
+from bench import bench_json
 from tests.harness.broker import BrokerProcess
 from tests.harness.kafka_broker import KAFKA_JVM_PERFORMANCE_OPTS, KafkaJavaBroker
 from tests.harness.zookeeper import ZooKeeperServer
@@ -205,6 +206,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per row; the table shows medians")
     parser.add_argument("--in-process", action="store_true",
                         help="our handler path alone: KafkaApis in this process, no sockets")
+    parser.add_argument("--json", metavar="FILE", help="also write the table as JSON (for bench/charts.py)")
     args = parser.parse_args()
     print("command: python bench/request_cost_bench.py " + " ".join(sys.argv[1:]), flush=True)
     kinds: list[tuple[str, Callable[..., BrokerProcess]]] = [("ours", BrokerProcess)]
@@ -242,6 +244,15 @@ def main() -> None:
     for i, (name, _) in enumerate(KINDS):
         print(f"| {name} | " + " | ".join(f"{results[label][i][0]:,.0f} | {results[label][i][1]:.1f}"
                                          for label in labels) + " |")
+    if args.json:
+        keys = {label: "kafka" if label == "Kafka 3.9" else label.split()[0].rstrip(",") for label in labels}
+        rows = [{"section": section, "name": name, "unit": unit, "higher_is_better": column == 0,
+                 "value": {keys[label]: results[label][i][column] for label in labels}}
+                for column, (section, unit) in enumerate((("requests a second", "requests/s"),
+                                                          ("broker CPU per request", "µs CPU")))
+                for i, (name, _) in enumerate(KINDS)]
+        bench_json.write(args.json, "request_cost_bench", "", rows, setting=setting,
+                         kinds={keys[label]: label for label in labels})
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from broker_bench import broker_cpu_seconds, consume, create_topic, produce  # n
 from broker.security.client_security import ClientSecurity  # noqa: E402
 from broker.security.scram import SCRAM_MECHANISMS  # noqa: E402
 from broker.security.ssl_factory import SslFactory, SslSettings  # noqa: E402
+from bench import bench_json  # noqa: E402
 from tests.harness.broker import BrokerProcess  # noqa: E402
 from tests.harness.certs import TestPki  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
@@ -70,6 +71,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000, help="1 KiB messages per throughput run")
     parser.add_argument("--logins", type=int, default=200, help="logins timed per kind")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (the best is reported)")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
     print("command: python bench/security_bench.py " + " ".join(sys.argv[1:]))
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,9 +102,12 @@ def main() -> None:
                         cpu = broker_cpu_seconds(broker) - cpu
                         best[(kind, listener)] = max(best.get((kind, listener), 0.0), args.messages / seconds)
                         cpu_per_gb.setdefault((kind, listener), []).append(cpu / (args.messages * 1024 / 1e9))
+            rows: list[dict[str, object]] = []
             for kind in ("produce", "consume"):
                 for listener, _ in runs:
                     rate = best[(kind, listener)]
+                    rows.append({"name": f"{kind} {listener}, 1 KiB values", "unit": "messages/s", "value": rate,
+                                 "broker_cpu_s_per_gb": statistics.median(cpu_per_gb[(kind, listener)])})
                     print(f"{f'{kind} {listener}':<30}{rate:>12,.0f}{rate * 1024 / 1e6:>9.1f}"
                           f"{rate / best[(kind, 'PLAINTEXT')]:>13.0%}"
                           f"{statistics.median(cpu_per_gb[(kind, listener)]):>17.2f}")
@@ -111,7 +116,9 @@ def main() -> None:
                                         ("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
                                         ("SASL_SSL", "SCRAM-SHA-512")):
                 label = protocol + (f" {mechanism}" if mechanism else "")
-                print(f"{label:<40}{login_ms(broker, pki, protocol, mechanism, args.logins):>10.2f}")
+                milliseconds = login_ms(broker, pki, protocol, mechanism, args.logins)
+                print(f"{label:<40}{milliseconds:>10.2f}")
+                rows.append({"name": f"login on a new connection, {label}", "unit": "median ms", "value": milliseconds})
             for name, mechanism in SCRAM_MECHANISMS.items():
                 samples = []
                 for _ in range(args.logins):
@@ -119,6 +126,10 @@ def main() -> None:
                     mechanism.salted_password("alice-secret", b"salt" * 8, 4096)
                     samples.append((time.perf_counter() - start) * 1000)
                 print(f"{f'  of which client PBKDF2 {name}':<40}{statistics.median(samples):>10.2f}")
+                rows.append({"name": f"of which client PBKDF2 {name}", "unit": "median ms",
+                             "value": statistics.median(samples)})
+            if args.json:
+                bench_json.write(args.json, "security_bench", "", rows)
         finally:
             broker.stop()
             zk.close()

@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO))
 
 from protocol.records.builder import RecordBatchBuilder  # noqa: E402
 from protocol.records.compression import CompressionType  # noqa: E402
+from bench import bench_json  # noqa: E402
 from spark_jobs.session import create_session  # noqa: E402
 from storage.log import Log  # noqa: E402
 from storage.log_config import LogConfig  # noqa: E402
@@ -162,6 +163,7 @@ def main() -> None:
     parser.add_argument("--bootstrap", help="also read --topic through this broker with confluent-kafka")
     parser.add_argument("--log-dirs", nargs="+", help="the broker's log dirs (with --bootstrap)")
     parser.add_argument("--topic", default="bench")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
     print("command:", shlex.join([sys.executable, *sys.argv]))
 
@@ -195,6 +197,13 @@ def main() -> None:
                 raise SystemExit(f"the two reads disagree: direct {direct[:2]}, consumer {consumed[:2]} "
                                  "(records, bytes)")
             print(f"direct read / consumer: {consumed[2] / direct[2]:.2f}x the records/s")
+        if args.json:
+            reads = [(f"segments directly, kafka-log source on {args.master}", direct)]
+            if bootstrap:
+                reads.append(("through the broker, confluent-kafka consumer (assign())", consumed))
+            bench_json.write(args.json, "spark_bench", "records/s",
+                             [{"name": name, "value": records / seconds, "mb_per_s": size / seconds / 1e6}
+                              for name, (records, size, seconds) in reads])
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from crc32c import crc32c  # noqa: E402
 
+from bench import bench_json  # noqa: E402
 from protocol.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, LAST_OFFSET_DELTA_OFFSET  # noqa: E402
 from protocol.records.builder import RecordBatchBuilder  # noqa: E402
 from storage.log import FetchIsolation, Log  # noqa: E402
@@ -333,7 +334,9 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=256, help="MiB written per append test")
     parser.add_argument("--recovery-mb", type=int, default=128, help="MiB of unflushed log to recover")
     parser.add_argument("--repeat", type=int, default=5, help="interleaved runs per batch size")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
+    rows: list[dict[str, object]] = []
     logging.basicConfig(level=logging.ERROR)  # recovery logs each rebuilt index at WARNING
     base = tempfile.mkdtemp(prefix="storage-bench-", dir=args.dir)
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
@@ -356,6 +359,16 @@ def main() -> None:
                 floors.append(floor_cpu_us(base, batch, count))
                 flats.append(flat_append_cpu_us(base, batch, count))
             print(summary(label, raws, appends, floors, flats))
+            for kind, unit in (("buffered", "MB/s"), ("synced", "MB/s")):
+                rows.append({"section": f"{label} batches", "name": f"{label} batches, {kind}", "unit": unit,
+                             "higher_is_better": True,
+                             "value": {"raw": statistics.median(getattr(r, kind) for r in raws),
+                                       "log": statistics.median(getattr(a, kind) for a in appends)}})
+            rows.append({"section": f"{label} batches", "name": f"{label} batches, CPU per write",
+                         "unit": "µs", "higher_is_better": False,
+                         "value": {"raw": statistics.median(r.cpu_us_per_write for r in raws),
+                                   "log": statistics.median(a.cpu_us_per_write for a in appends),
+                                   "floor": statistics.median(floors), "flat": statistics.median(flats)}})
             zero_copy = statistics.median(r[0] for r in reads)
             copied = statistics.median(r[1] for r in reads)
             print(f"{label:>6} batches, read: {zero_copy:8.1f} MB/s (slices) {copied:8.1f} MB/s (copied)")
@@ -365,6 +378,10 @@ def main() -> None:
             f"recovery: {written / MIB:.0f} MiB of unflushed 16 KiB batches re-validated in {elapsed:.2f} s "
             f"=> {per_gib:.2f} s per GiB (scaled linearly)"
         )
+        if args.json:
+            bench_json.write(args.json, "storage_bench", "", rows, recovery_seconds_per_gib=per_gib,
+                             kinds={"raw": "raw pwrite", "log": "log append", "floor": "floor (bare loop)",
+                                    "flat": "flat bound (one function)"})
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -33,6 +33,7 @@ from broker_bench import create_topic, warm_up
 from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import bench_json  # noqa: E402
 from tests.harness.broker import BrokerProcess  # noqa: E402
 from tests.harness.kafka_broker import KafkaJavaBroker  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
@@ -138,6 +139,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each kind (median reported)")
     parser.add_argument("--latency-transactions", type=int, default=500, help="commits sampled for latency")
     parser.add_argument("--kafka", action="store_true", help="measure Apache Kafka 3.9's broker instead")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
     print("command: python bench/txn_bench.py " + " ".join(sys.argv[1:]))
     runs: dict[str, tuple[int, Callable[[str, str], float]]] = {
@@ -160,16 +162,24 @@ def main() -> None:
                     seconds[name].append(run(broker.bootstrap, topic))
             baseline = args.messages / statistics.median(seconds["idempotent, acks=all"])
             print(f"{'producer (100 B records, 1 partition)':<44}{'records/s':>12}{'MB/s':>8}{'of idempotent':>15}")
+            rows: list[dict[str, object]] = []
             for name, times in seconds.items():
                 rate = args.messages / statistics.median(times)
                 print(f"{name:<44}{rate:>12,.0f}{rate * 100 / 1e6:>8.1f}{rate / baseline:>14.1%}")
+                rows.append({"name": name, "unit": "records/s", "value": rate, "of_idempotent": rate / baseline})
             create_topic(broker.bootstrap, "bench-latency", 1)
             p50, p99 = commit_latency(broker.bootstrap, "bench-latency", args.latency_transactions)
             print(f"commit latency (EndTxn, 100 acknowledged records): p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+            rows.append({"name": "commit latency (EndTxn, 100 acknowledged records)", "unit": "ms p50/p99",
+                         "value": [p50, p99]})
             create_topic(broker.bootstrap, "bench-completion", 1)
             p50, p99 = completion_latency(broker, "bench-completion", args.latency_transactions)
             print(f"completion (EndTxn answered -> next AddPartitionsToTxn accepted): p50 {p50:.2f} ms, "
                   f"p99 {p99:.2f} ms")
+            rows.append({"name": "completion (EndTxn answered to next AddPartitionsToTxn accepted)",
+                         "unit": "ms p50/p99", "value": [p50, p99]})
+            if args.json:
+                bench_json.write(args.json, "txn_bench (Kafka 3.9)" if args.kafka else "txn_bench", "", rows)
         finally:
             broker.stop()
             zk.close()

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import bench_json
 from bench.broker_bench import consume, produce
 from bench.vs_kafka_java import JavaTools
 from bench.vs_kafka_kinds import KINDS, Baseline, BrokerKind, rss_mb
@@ -106,6 +107,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--profile-native", action="store_true",
                         help="with --profile: C frames and system calls too (pauses the broker for ms per sample)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (broker logs)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the table as JSON (for bench/charts.py)")
     parser.add_argument("--pin-brokers", type=csv(int), default=[], metavar="CPU,...",
                         help="run the brokers on these CPUs and the clients on the others (e.g. 0 on two "
                              "cores): no competition between them for a core, which otherwise shows in the "
@@ -251,6 +253,8 @@ def main() -> None:
         print(f"\ncommand: {command}\n{started}; load average at start {load_at_start}, "
               f"at end {load_average()} (1, 5, 15 min); {os.cpu_count()} CPUs\n")
         print(results.render())
+        if args.json:
+            bench_json.write(args.json, "vs_kafka", "", results.rows_json(), kinds=results.labels_json())
         if args.profile:
             print(f"\nprofiled run (py-spy on our broker): its numbers are perturbed; profiles in {args.profile}")
         if failed or args.keep or results.notes or any(

@@ -90,6 +90,14 @@ class Results:
         lines += [f"failed: {note}" + (f" ({n} times)" if n > 1 else "") for note, n in Counter(self.notes).items()]
         return "\n".join(lines)
 
+    def rows_json(self) -> list[dict[str, object]]:
+        """The table for ``--json``: per row its section, unit and each kind's median (None: none)."""
+        return [{"section": row.section, "name": row.name, "unit": row.unit, "higher_is_better": row.higher_is_better,
+                 "value": {kind: self.median(row, kind) for kind in self.kinds}} for row in self.rows]
+
+    def labels_json(self) -> dict[str, str]:
+        return {kind: self.labels[kind] for kind in self.kinds}
+
     def _cell(self, row: Row, kind: str, notes: list[str]) -> str:
         value = self.median(row, kind)
         if value is not None:

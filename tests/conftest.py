@@ -26,6 +26,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # one of them would keep a worker busy alone at the end while the others sit idle.
 LONG_FIRST = (
     "tests/faults/test_schedule.py",
+    "tests/integration/docs/test_readme_quickstart.py",
     "tests/integration/spark/test_spark_submit.py",
     "tests/integration/cleaner/test_compaction_kafka_compat.py",
     "tests/integration/kafka_tools/test_configs_tool.py",

@@ -1,0 +1,325 @@
+"""Regenerate the parts of docs/ that are derived from the code, so that they cannot drift.
+
+    python scripts/gen_docs.py           # rewrite the generated sections in place
+    python scripts/gen_docs.py --check   # exit 1, naming the files, if any section is out of date
+
+A generated section sits between ``<!-- generated:NAME begin -->`` and ``<!-- generated:NAME end -->``
+in a page; the prose around it is written by hand. Sections:
+
+- ``config-served``, ``config-topic``, ``config-no-effect``, ``config-not-kafka`` in
+  docs/configuration.md: from broker/config_defs.py, broker/config_defs_unsupported.py,
+  broker/admin/dynamic_broker_config.py and broker/admin/topic_configs.py;
+- ``bench-<name>`` in docs/benchmarks.md: the table, command and machine of docs/data/bench/<name>.json,
+  which ``python bench/<name>.py ... --json`` wrote (bench/charts.py draws its chart from the same file);
+- ``api-matrix`` in docs/compatibility.md: the APIs and versions served (protocol/api_keys.py's
+  registry, the handlers registered in broker/handlers/, broker/network/api_version_manager.py)
+  against Kafka 3.9 and 4.x, whose ranges come from ../shared/kafka-protocol/API_VERSIONS.md or,
+  without it, from the copy kept next to this script (docs/data/kafka-api-versions.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+DOCS = REPO / "docs"
+SHARED_API_VERSIONS = REPO.parent / "shared" / "kafka-protocol" / "API_VERSIONS.md"
+KAFKA_RANGES = DOCS / "data" / "kafka-api-versions.json"
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+def _default(value: Any) -> str:
+    from broker.config_defs import java_string
+    if value is None:
+        return "*(none)*"
+    text = java_string(value)
+    return f"`{text}`" if text != "" else '`""`'
+
+
+def _config_sections() -> Iterator[tuple[str, list[str]]]:
+    """(heading, keys) in the order and under the headings of config_defs.py's definitions."""
+    source = (REPO / "broker" / "config_defs.py").read_text().splitlines()
+    heading, keys = "", []
+    inside = False
+    for line in source:
+        if line.startswith("_DEFINITIONS"):
+            inside = True
+            continue
+        if not inside:
+            continue
+        if line.startswith(")"):
+            break
+        marker = re.match(r"\s*# --- (.*)", line)
+        if marker:
+            if keys:
+                yield heading, keys
+            heading, keys = marker.group(1), []
+            continue
+        key = re.match(r'\s*\("([A-Za-z0-9._-]+)",', line)
+        if key:
+            keys.append(key.group(1))
+    if keys:
+        yield heading, keys
+
+
+def _dynamic(key: str) -> str:
+    from broker.admin.dynamic_broker_config import DYNAMIC_CONFIGS, PER_BROKER_CONFIGS
+    if key in PER_BROKER_CONFIGS:
+        return "per broker"
+    return "cluster-wide" if key in DYNAMIC_CONFIGS else ""
+
+
+def config_served() -> str:
+    from broker.config_defs import CONFIG_KEYS, INTERNAL_KEYS, NON_KAFKA_CONFIG_KEYS
+    out: list[str] = []
+    for heading, keys in _config_sections():
+        title = (heading[0].upper() + heading[1:]).replace("<", "&lt;").replace(">", "&gt;")
+        out += [f"### {title}", "",
+                "| key | type | default | changes at run time |", "| --- | --- | --- | --- |"]
+        for key in keys:
+            spec = CONFIG_KEYS[key]
+            name = f"`{key}`" + (" (internal)" if key in INTERNAL_KEYS else "") \
+                + (" (not Kafka's)" if key in NON_KAFKA_CONFIG_KEYS else "")
+            out.append(f"| {name} | {spec.type.name.lower()} | {_default(spec.default)} | {_dynamic(key)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def config_topic() -> str:
+    from broker.admin.topic_configs import TOPIC_CONFIG_DEFS
+    from broker.config_defs import TOPIC_CONFIG_SYNONYMS
+    out = ["| topic key | type | default | broker keys that set its default |", "| --- | --- | --- | --- |"]
+    for name in sorted(TOPIC_CONFIG_DEFS):
+        spec = TOPIC_CONFIG_DEFS[name]
+        synonyms = ", ".join(f"`{k}`" for k in TOPIC_CONFIG_SYNONYMS.get(name, ()))
+        out.append(f"| `{name}` | {spec.type.name.lower()} | {_default(spec.default)} | {synonyms} |")
+    return "\n".join(out) + "\n"
+
+
+def config_no_effect() -> str:
+    from broker.config_defs_unsupported import UNSUPPORTED_CONFIGS
+    from broker.config_defs import UNSUPPORTED_KEYS
+    out = ["| key | type | Kafka's default |", "| --- | --- | --- |"]
+    for name, config_type, default in sorted(UNSUPPORTED_CONFIGS):
+        if name in UNSUPPORTED_KEYS:
+            out.append(f"| `{name}` | {config_type.lower()} | {_default(default)} |")
+    return "\n".join(out) + "\n"
+
+
+def config_not_kafka() -> str:
+    from broker.config_defs import CONFIG_KEYS, NON_KAFKA_CONFIG_KEYS
+    out = ["| key | type | default |", "| --- | --- | --- |"]
+    for name in sorted(NON_KAFKA_CONFIG_KEYS):
+        spec = CONFIG_KEYS[name]
+        out.append(f"| `{name}` | {spec.type.name.lower()} | {_default(spec.default)} |")
+    return "\n".join(out) + "\n"
+
+
+# --- API matrix ------------------------------------------------------------------------------
+
+def parse_api_versions(text: str) -> dict[int, dict[str, str]]:
+    """The per-API table of API_VERSIONS.md: key -> name, 3.9 range, 4.0.0, 4.0.1 and 4.3 ranges."""
+    rows: dict[int, dict[str, str]] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 10 or not cells[0].isdigit():
+            continue
+        v400 = cells[7]
+        v401 = v400 if cells[8] == "=" else cells[8]
+        v43 = v401 if cells[9] == "=" else cells[9]
+        rows[int(cells[0])] = {"name": cells[1], "3.9": cells[2].split(" ")[0], "4.0.0": v400, "4.0.1": v401,
+                               "4.3": v43.split(" ")[0], "listeners": cells[5]}
+    return rows
+
+
+def kafka_ranges() -> dict[int, dict[str, str]]:
+    if SHARED_API_VERSIONS.exists():
+        return parse_api_versions(SHARED_API_VERSIONS.read_text())
+    return {int(k): v for k, v in json.loads(KAFKA_RANGES.read_text()).items()}
+
+
+def _span(text: str) -> tuple[int, int] | None:
+    match = re.fullmatch(r"(\d+)(?:-(\d+))?", text)
+    if not match:
+        return None
+    low = int(match.group(1))
+    return low, int(match.group(2) or low)
+
+
+def _fmt(span: tuple[int, int] | None) -> str:
+    if span is None:
+        return "–"
+    return str(span[0]) if span[0] == span[1] else f"{span[0]}-{span[1]}"
+
+
+def served_ranges() -> dict[int, tuple[int, int]]:
+    """What ApiVersions advertises: the broker's own manager over the registered handlers."""
+    from broker.handlers import load_all
+    from broker.kafka_apis import RegisteredApiVersionManager
+    load_all()
+    return {int(key): (low, high) for key, low, high in RegisteredApiVersionManager().enabled_apis()}
+
+
+def _note(key: int, ours: tuple[int, int] | None, kafka: dict[str, str]) -> str:
+    k39, k40, k43 = _span(kafka["3.9"]), _span(kafka["4.0.1"]), _span(kafka["4.3"])
+    if ours is None:
+        if k39 is None:
+            return "not in Kafka 3.9"
+        if "zkBroker" not in kafka.get("listeners", ""):
+            return "not a ZooKeeper-mode broker's API"
+        return "not served"
+    notes = []
+    if k39 is not None and ours != k39:
+        notes.append("Kafka 4.x's range" if ours in (k40, k43) else "differs from Kafka 3.9")
+    if k40 is None and k43 is None:
+        notes.append("ZooKeeper mode only: gone from Kafka 4.x")
+    elif k40 is not None and ours[1] < k40[0]:
+        notes.append("below what Kafka 4.x clients send")
+    return "; ".join(notes)
+
+
+def api_matrix() -> str:
+    from protocol.api_keys import ApiKey
+    kafka = kafka_ranges()
+    ours = served_ranges()
+    out = ["| key | API | served here | Kafka 3.9 | Kafka 4.0 | Kafka 4.3 | note |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for key in sorted(set(kafka) | set(ours)):
+        row = kafka[key] if key in kafka else {"name": ApiKey(key).name, "3.9": "–", "4.0.1": "–", "4.3": "–"}
+        name = row["name"]
+        served = _fmt(ours.get(key)) if key in ours else "no"
+        versions = [_fmt(_span(row[v])) if _span(row[v]) else ("–" if row[v] in ("none", "—", "–") else row[v])
+                    for v in ("3.9", "4.0.1", "4.3")]
+        out.append(f"| {key} | {name} | {served} | {' | '.join(versions)} | {_note(key, ours.get(key), row)} |")
+    count = len(ours)
+    out += ["", f"{count} APIs served; the ranges are those ApiVersions advertises."]
+    return "\n".join(out) + "\n"
+
+
+# --- benchmark tables ------------------------------------------------------------------------
+
+BENCH_DATA = DOCS / "data" / "bench"
+
+
+def _number(value: float) -> str:
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, list):
+        return " / ".join(_number(v) for v in value)
+    return _number(value)
+
+
+def _ratio(ours: Any, kafka: Any) -> str:
+    if ours is None or kafka is None or isinstance(ours, list) != isinstance(kafka, list):
+        return "–"
+    if isinstance(ours, list):
+        return " / ".join(f"{o / k:.2f}" if k else "–" for o, k in zip(ours, kafka, strict=True))
+    return f"{ours / kafka:.2f}" if kafka else "–"
+
+
+def bench_table(stem: str) -> str:
+    """A benchmark's table, its command and machine, and its chart, from the JSON its --json wrote."""
+    document = json.loads((BENCH_DATA / f"{stem}.json").read_text())
+    machine = document["machine"]
+    load = ", ".join(f"{x:.1f}" for x in machine["load_average"])
+    kinds: dict[str, str] = document.get("kinds") or {}
+    out = [f"`{document['command']}`", "",
+           f"Machine: {machine['cores']} cores ({machine['cpu']}), Python {machine['python']}; load average "
+           f"{load} (1, 5, 15 min) when the run ended.", ""]
+    if kinds:
+        ratio = "ours" in kinds and "kafka" in kinds
+        out += ["| row | unit | " + " | ".join(kinds.values()) + (" | ours/Kafka |" if ratio else " |"),
+                "| --- | --- |" + " --- |" * (len(kinds) + ratio)]
+        section = None
+        for row in document["rows"]:
+            if row.get("section") != section:
+                section = row.get("section")
+                out.append(f"| **{section}** |" + " |" * (len(kinds) + 1 + ratio))
+            arrow = " ↑" if row.get("higher_is_better") else " ↓"
+            cells = [_cell(row["value"].get(kind)) for kind in kinds]
+            if ratio:
+                cells.append(_ratio(row["value"].get("ours"), row["value"].get("kafka")))
+            out.append(f"| {row['name']} | {row['unit']}{arrow} | " + " | ".join(cells) + " |")
+    else:
+        out += ["| row | unit | value |", "| --- | --- | --- |"]
+        for row in document["rows"]:
+            out.append(f"| {row['name']} | {row.get('unit') or document['unit']} | {_cell(row['value'])} |")
+    out += ["", f"![{stem}](img/bench/{stem}.png)"]
+    return "\n".join(out) + "\n"
+
+
+# --- sections in pages -----------------------------------------------------------------------
+
+SECTIONS: dict[str, tuple[Path, Callable[[], str]]] = {
+    "config-served": (DOCS / "configuration.md", config_served),
+    "config-topic": (DOCS / "configuration.md", config_topic),
+    "config-no-effect": (DOCS / "configuration.md", config_no_effect),
+    "config-not-kafka": (DOCS / "configuration.md", config_not_kafka),
+    "api-matrix": (DOCS / "compatibility.md", api_matrix),
+    **{f"bench-{path.stem}": (DOCS / "benchmarks.md", lambda stem=path.stem: bench_table(stem))
+       for path in sorted(BENCH_DATA.glob("*.json"))},
+}
+
+
+def replace_section(text: str, name: str, body: str) -> str:
+    pattern = re.compile(rf"(<!-- generated:{re.escape(name)} begin[^>]*-->\n).*?(<!-- generated:{re.escape(name)} end -->)",
+                         re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"gen_docs: no section {name!r} in the page")
+    return pattern.sub(lambda m: m.group(1) + "\n" + body + "\n" + m.group(2), text, count=1)
+
+
+def rendered() -> dict[Path, str]:
+    """Every page with generated sections, as it should read."""
+    pages: dict[Path, str] = {}
+    for name, (path, render) in SECTIONS.items():
+        text = pages.get(path) or path.read_text()
+        pages[path] = replace_section(text, name, render())
+    return pages
+
+
+def save_kafka_ranges() -> None:
+    """Keep a copy of Kafka's ranges so that the matrix regenerates without ../shared."""
+    if SHARED_API_VERSIONS.exists():
+        KAFKA_RANGES.parent.mkdir(parents=True, exist_ok=True)
+        ranges = parse_api_versions(SHARED_API_VERSIONS.read_text())
+        KAFKA_RANGES.write_text(json.dumps(ranges, indent=1, sort_keys=True) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="only check that the committed pages are current")
+    args = parser.parse_args(argv)
+    stale = [path for path, text in rendered().items() if path.read_text() != text]
+    if args.check:
+        for path in stale:
+            print(f"{path.relative_to(REPO)} is out of date: run python scripts/gen_docs.py", file=sys.stderr)
+        return 1 if stale else 0
+    save_kafka_ranges()
+    for path, text in rendered().items():
+        path.write_text(text)
+    for path in stale:
+        print(f"rewrote {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
