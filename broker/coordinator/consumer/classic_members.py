@@ -101,9 +101,13 @@ class ClassicMemberOperations:
             subscribed_topic_regex=None, server_assignor=None,
             classic=ClassicMemberMetadata(session_timeout_ms, tuple((n, bytes(m)) for n, m in protocols)))
         written: list[records.Record] = []
+        before = group.snapshot()
         reconciled = coordinator.update_and_reconcile(group, member, updated, self._names_to_ids(subscription.owned),
                                                       written)
-        await coordinator.write(group.group_id, written)
+        try:
+            await coordinator.write_or_revert(group, before, written)
+        except KafkaApiError as exc:
+            return JoinGroupResult(member_id, exc.error)
         return JoinGroupResult(member_id, Errors.NONE, reconciled.member_epoch, CONSUMER_PROTOCOL_TYPE,
                                self._protocol_name(group, reconciled), leader_id="")
 

@@ -201,6 +201,7 @@ class ConsumerGroupCoordinator:
         if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return await self._leave(r)
         entry, group, written = self._group(r.group_id, create=r.member_epoch == 0)
+        before = group.snapshot()
         member_id = r.member_id or str(uuid.uuid4())
         if r.member_epoch == 0 and member_id not in group.members and len(group.members) >= self.config.max_size:
             raise KafkaApiError(Errors.GROUP_MAX_SIZE_REACHED,
@@ -217,7 +218,7 @@ class ConsumerGroupCoordinator:
             else member.subscribed_topic_regex,
             client_id=r.client_id, client_host=r.client_host)
         reconciled = self.update_and_reconcile(group, member, updated, r.owned, written)
-        await self.write(group.group_id, written)
+        await self.write_or_revert(group, before, written)
         full = r.member_epoch == 0 or (r.rebalance_timeout_ms != -1 and r.owned is not None and (
             r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None))
         changed = reconciled.assigned != member.assigned or member.member_id != reconciled.member_id
@@ -355,6 +356,7 @@ class ConsumerGroupCoordinator:
     # --- leaving and fencing ---------------------------------------------------------------------------
     async def _leave(self, r: HeartbeatRequest) -> HeartbeatResult:
         _, group, written = self._group(r.group_id, create=False)
+        before = group.snapshot()
         if r.instance_id is None:
             if group.member(r.member_id) is None:
                 raise KafkaApiError(Errors.UNKNOWN_MEMBER_ID,
@@ -378,7 +380,7 @@ class ConsumerGroupCoordinator:
             else:
                 self.remove(group, member.member_id, written)
         self._maybe_downgrade(group, written)
-        await self.write(group.group_id, written)
+        await self.write_or_revert(group, before, written)
         return HeartbeatResult(r.member_id, r.member_epoch, 0, None)
 
     def remove(self, group: ConsumerGroup, member_id: str, written: list[records.Record], bump: bool = True) -> None:
@@ -492,6 +494,21 @@ class ConsumerGroupCoordinator:
         error, _ = await self.manager.append_records(group_id, written)
         if error is not Errors.NONE:
             raise KafkaApiError(group_store_error(error))
+
+    async def write_or_revert(self, group: ConsumerGroup, before: ConsumerGroup, written: list[records.Record]) -> None:
+        """Write a change's records; if they cannot be written, the group goes back to ``before``
+        (unless another change was applied on top meanwhile, which its own write then decides), so a
+        member retrying its heartbeat finds the epoch it knows."""
+        if not written:
+            return
+        group.changes += 1
+        mine = group.changes
+        try:
+            await self.write(group.group_id, written)
+        except KafkaApiError:
+            if group.changes == mine:
+                group.restore(before)
+            raise
 
     async def write_quietly(self, group_id: str, written: list[records.Record]) -> None:
         try:

@@ -74,3 +74,17 @@ def test_a_member_in_an_unknown_state_holding_partitions_is_fenced() -> None:
     member = ConsumerGroupMember("m", member_epoch=1, state=MemberState.UNKNOWN)
     with pytest.raises(KafkaApiError):
         reconcile(member, 2, {}, _free, owned={T1: frozenset({0})})
+
+
+def test_a_group_goes_back_to_its_snapshot() -> None:
+    from broker.coordinator.consumer.consumer_group import ConsumerGroup
+
+    group = ConsumerGroup("g", group_epoch=1, assignment_epoch=1)
+    group.update_member(ConsumerGroupMember("a", member_epoch=1, assigned={T1: frozenset({0})}))
+    before = group.snapshot()
+    group.update_member(ConsumerGroupMember("b", member_epoch=2, assigned={T1: frozenset({1})}))
+    group.group_epoch = 2
+    group.remove_member("a")
+    group.restore(before)
+    assert set(group.members) == {"a"} and group.group_epoch == 1
+    assert group.partition_epochs == {T1: {0: 1}}
