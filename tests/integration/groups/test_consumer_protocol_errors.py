@@ -148,3 +148,34 @@ def test_group_configs_override_the_brokers_per_group(broker: BrokerProcess, gro
     answer = wait_for(lambda: (a := heartbeat(broker, group, str(uuid.uuid4()), 0, subscribed_topic_names=[topic]))
                       .heartbeat_interval_ms == 6000 and a, "the override applied", 30)
     assert answer.error_code == 0
+
+
+SMALL_GROUPS = {"group.consumer.max.size": "2", "group.consumer.min.session.timeout.ms": "1000",
+                "group.consumer.session.timeout.ms": "2000", "group.consumer.min.heartbeat.interval.ms": "500",
+                "group.consumer.heartbeat.interval.ms": "500"}
+
+
+@pytest.mark.parametrize("broker", [SMALL_GROUPS], indirect=True)
+def test_a_full_group_refuses_and_a_silent_member_is_fenced(broker: BrokerProcess) -> None:
+    group, topic = unique("g"), unique("t")
+    wait_for_coordinator(broker, group)
+    broker.create_topic(topic, 4)
+    a, b, c = (str(uuid.uuid4()) for _ in range(3))
+    assert heartbeat(broker, group, a, 0, subscribed_topic_names=[topic]).error_code == 0
+    joined_b = heartbeat(broker, group, b, 0, subscribed_topic_names=[topic])
+    assert joined_b.error_code == 0
+    full = heartbeat(broker, group, c, 0, subscribed_topic_names=[topic])
+    assert full.error_code == Errors.GROUP_MAX_SIZE_REACHED
+    # a goes silent: once its session (2 s) is over, b gets every partition.
+    epoch = joined_b.member_epoch
+
+    def b_owns_everything() -> bool:
+        nonlocal epoch
+        answer = heartbeat(broker, group, b, epoch, topic_partitions=None)
+        assert answer.error_code == 0, answer
+        epoch = answer.member_epoch
+        owned = {p for t in (answer.assignment.topic_partitions if answer.assignment else []) for p in t.partitions}
+        return owned == {0, 1, 2, 3}
+
+    wait_for(b_owns_everything, "the silent member's partitions given to the other", 30, interval=0.3)
+    assert heartbeat(broker, group, a, 1).error_code == Errors.UNKNOWN_MEMBER_ID
