@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 
 from tests.harness.broker import BrokerProcess
 from tests.harness.waiting import wait_for

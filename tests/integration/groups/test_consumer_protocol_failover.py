@@ -5,8 +5,6 @@ leaving one by one while the others keep their partitions."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,22 +17,6 @@ from tests.harness.waiting import wait_for
 from tests.integration.groups.group_helpers import request, unique, wait_for_coordinator
 
 PARTITIONS = 6
-
-
-@pytest.fixture
-def cluster(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerCluster]:
-    cluster = BrokerCluster(3, zk_connect, tmp_path, {"offsets.topic.replication.factor": "3",
-                                                      "offsets.topic.num.partitions": "6",
-                                                      "group.consumer.session.timeout.ms": "45000"})
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.kill()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            for b in cluster.brokers:
-                print(f"--- broker {b.broker_id} log ---\n{b.log_tail(60)}")
 
 
 class Member:
@@ -122,7 +104,8 @@ def _committed(cluster: BrokerCluster, group: str, topic: str) -> dict[int, int]
 
 
 @pytest.mark.timeout(600)
-def test_the_coordinator_dies_under_load_and_nothing_is_lost(cluster: BrokerCluster) -> None:
+def test_the_coordinator_dies_under_load_and_nothing_is_lost(replicated_cluster: BrokerCluster) -> None:
+    cluster = replicated_cluster
     brokers = cluster.brokers
     topic, group = unique("t"), unique("g")
     brokers[0].create_topic(topic, PARTITIONS, replication_factor=3)
@@ -154,7 +137,9 @@ def test_the_coordinator_dies_under_load_and_nothing_is_lost(cluster: BrokerClus
 
 
 @pytest.mark.timeout(600)
-def test_members_join_and_leave_one_by_one_and_the_others_keep_their_partitions(cluster: BrokerCluster) -> None:
+def test_members_join_and_leave_one_by_one_and_the_others_keep_their_partitions(
+        replicated_cluster: BrokerCluster) -> None:
+    cluster = replicated_cluster
     brokers = cluster.brokers
     topic, group = unique("t"), unique("g")
     partitions = 20

@@ -7,10 +7,7 @@ apart so that it can be run on its own once it has.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -26,21 +23,6 @@ from tests.integration.groups.group_helpers import (
 )
 
 PARTITIONS = 3
-
-
-@pytest.fixture
-def replicated_cluster(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerCluster]:
-    cluster = BrokerCluster(3, zk_connect, tmp_path, {"offsets.topic.replication.factor": "3",
-                                                      "offsets.topic.num.partitions": "10"})
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.kill()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            for b in cluster.brokers:
-                print(f"--- broker {b.broker_id} log ---\n{b.log_tail(80)}")
 
 
 def _coordinator_seen_by(broker: BrokerProcess, group: str) -> int | None:
