@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 
 from tests.harness.broker import BrokerProcess
 from tests.harness.waiting import wait_for
@@ -95,8 +97,8 @@ def test_a_regex_subscription_picks_up_a_topic_created_later(broker: BrokerProce
         consumer.close()
 
 
-def test_the_admin_client_lists_and_describes_consumer_groups(broker: BrokerProcess) -> None:
-    from confluent_kafka import ConsumerGroupType
+def test_the_admin_client_lists_describes_reads_offsets_and_deletes_consumer_groups(broker: BrokerProcess) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions, ConsumerGroupType, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     topic, group = unique("t"), unique("g")
@@ -106,18 +108,26 @@ def test_the_admin_client_lists_and_describes_consumer_groups(broker: BrokerProc
     try:
         consumer.subscribe([topic])
         wait_for(lambda: consumer.poll(0.2) is None and len(consumer.assignment()) == 2, "an assignment", 60)
+        consumer.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 0)], asynchronous=False)
         listed = admin.list_consumer_groups().result(timeout=10)
         mine = [g for g in listed.valid if g.group_id == group]
         assert len(mine) == 1 and mine[0].type == ConsumerGroupType.CONSUMER
-        described = admin.describe_consumer_groups([group]).result()[group] \
-            if hasattr(admin.describe_consumer_groups([group]), "result") else \
-            admin.describe_consumer_groups([group])[group].result(timeout=10)
+        described = admin.describe_consumer_groups([group])[group].result(timeout=10)
         assert described.type == ConsumerGroupType.CONSUMER
         assert str(described.state).endswith("STABLE")
         (member,) = described.members
         assert {tp.partition for tp in member.assignment.topic_partitions} == {0, 1}
+        offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=10)
+        assert sorted((tp.partition, tp.offset) for tp in offsets.topic_partitions) == [(0, 4), (1, 0)]
+        refused = admin.delete_consumer_groups([group])[group]
+        with pytest.raises(Exception, match="NON_EMPTY_GROUP"):
+            refused.result(timeout=10)
     finally:
         consumer.close()
+    wait_for(lambda: admin.delete_consumer_groups([group])[group].exception(timeout=10) is None,
+             "the empty group deleted", 30)
+    left = admin.list_consumer_groups().result(timeout=10)
+    assert group not in [g.group_id for g in left.valid]
 
 
 def test_a_static_member_restarts_and_gets_its_partitions_back(broker: BrokerProcess) -> None:
