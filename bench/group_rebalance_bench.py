@@ -21,7 +21,6 @@ and, with ``--json PATH``, as JSON for ``bench/charts.py``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shlex
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import bench_json  # noqa: E402
 from tests.harness.broker import BrokerProcess  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 
@@ -239,11 +239,12 @@ def main() -> None:
         print(f"| {r.broker} | {r.protocol} | {r.members} | {r.join_s} | {r.leave_s} | {r.pause_s} | "
               f"{r.moved} ({r.share}) | {roll_cell} |")
     if args.json:
-        args.json.write_text(json.dumps(chart_document(rows, command), indent=1))
+        kinds = {f"{r.broker} {r.protocol}": f"{r.broker}, {r.protocol} protocol" for r in rows}
+        bench_json.write(args.json, "group_rebalance", "", chart_rows(rows), kinds=kinds)
 
 
-def chart_document(rows: list[Row], command: str) -> dict[str, Any]:
-    """bench/charts.py's shape: one row per group size and measure, one value per broker and protocol."""
+def chart_rows(rows: list[Row]) -> list[dict[str, Any]]:
+    """bench/charts.py's rows: one per group size and measure, one value per broker and protocol."""
     measures = [("join", "join_s", "s"), ("leave", "leave_s", "s"), ("longest pause of a kept member", "pause_s", "s"),
                 ("partitions moved on join", "moved", "partitions"), ("records/s during a rolling replacement",
                                                                       "roll_rate", "records/s")]
@@ -253,9 +254,9 @@ def chart_document(rows: list[Row], command: str) -> dict[str, Any]:
             values = {f"{r.broker} {r.protocol}": getattr(r, field) for r in rows
                       if r.members == size and getattr(r, field) is not None}
             if values:
-                out.append({"name": f"{size} members: {label}", "unit": unit, "value": values})
-    return {"command": command, "machine": f"{os.cpu_count()} cores, {platform.machine()}, load average "
-                                           f"{os.getloadavg()[0]:.1f}", "rows": out}
+                out.append({"name": f"{size} members: {label}", "unit": unit, "value": values,
+                            "higher_is_better": field == "roll_rate"})
+    return out
 
 if __name__ == "__main__":
     main()
