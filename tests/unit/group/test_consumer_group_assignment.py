@@ -88,3 +88,39 @@ def test_a_group_goes_back_to_its_snapshot() -> None:
     group.restore(before)
     assert set(group.members) == {"a"} and group.group_epoch == 1
     assert group.partition_epochs == {T1: {0: 1}}
+
+
+def test_replaying_a_compacted_log_gives_the_same_group() -> None:
+    """The records a group's life writes, compacted (the last value of each key, tombstones gone),
+    replay into the same group as the whole log: compaction keeps exactly what is live."""
+    from broker.coordinator.consumer import consumer_group_records as records
+    from broker.coordinator.consumer.consumer_group import ConsumerGroup
+
+    a = ConsumerGroupMember("a", subscribed_topic_names=("t",), member_epoch=1, assigned={T1: frozenset({0, 1})})
+    b = ConsumerGroupMember("b", subscribed_topic_names=("t",), member_epoch=2, assigned={T1: frozenset({1})})
+    log = [records.group_epoch_record("g", 1, 7), records.member_metadata_record("g", a),
+           records.target_assignment_record("g", "a", {T1: frozenset({0, 1})}),
+           records.target_assignment_epoch_record("g", 1), records.current_assignment_record("g", a),
+           records.member_metadata_record("g", b), records.group_epoch_record("g", 2, 7),
+           records.target_assignment_record("g", "a", {T1: frozenset({0})}),
+           records.target_assignment_record("g", "b", {T1: frozenset({1})}),
+           records.target_assignment_epoch_record("g", 2), records.current_assignment_record("g", b),
+           *records.member_tombstones("g", "a"), records.group_epoch_record("g", 3, 7),
+           records.regex_record("g", "t.*", frozenset({"t"}), 1, 0), records.regex_tombstone("g", "t.*")]
+    compacted: dict[bytes, bytes | None] = {}
+    for key, value in log:
+        compacted.pop(key, None)
+        compacted[key] = value
+    live = [(k, v) for k, v in compacted.items() if v is not None]
+
+    def replay(entries: list[tuple[bytes, bytes | None]]) -> ConsumerGroup:
+        replayer = records.ConsumerGroupReplay()
+        for key, value in entries:
+            replayer.apply(key, value)
+        (group,) = replayer.build()
+        return group
+
+    whole, kept = replay(log), replay(live)
+    assert (kept.group_epoch, kept.assignment_epoch, kept.members, kept.target_assignment, kept.resolved_regexes) == \
+        (whole.group_epoch, whole.assignment_epoch, whole.members, whole.target_assignment, whole.resolved_regexes)
+    assert set(kept.members) == {"b"} and len(live) < len(log)
