@@ -39,6 +39,7 @@ LONG_FIRST = (
     "tests/integration/kafka_tools/test_transactions_tool.py",
     "tests/integration/kafka_tools/test_cluster_tools.py",
     "tests/integration/security/test_secure_clients.py",
+    "tests/integration/groups/test_consumer_protocol_failover.py",
 )
 
 
