@@ -155,3 +155,28 @@ def test_tls_client_certificates_are_principals(secure_broker) -> None:
     assert produce_error() == "TOPIC_AUTHORIZATION_FAILED"
     _create_acls(secure_broker, _acl("TOPIC", "by-certificate", "User:erin", "WRITE"))  # the rule lower-cases CN
     assert produce_error() is None
+
+
+def _first_error(consumer, seconds: float = 30) -> str | None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is not None:
+            return message.error().name()
+    return None
+
+
+def test_consumer_protocol_members_need_group_read_and_topic_describe(secure_broker) -> None:
+    from confluent_kafka import Consumer
+
+    secure_broker.broker.create_topic("hidden-848")
+    _create_acls(secure_broker, _acl("GROUP", "alices-848", "User:alice", "READ"))
+    denied_group = Consumer({**_client(secure_broker, "alice"), "group.id": "not-alices-848",
+                             "group.protocol": "consumer"})
+    denied_group.subscribe(["hidden-848"])
+    assert _first_error(denied_group) == "GROUP_AUTHORIZATION_FAILED"
+    denied_group.close()
+    denied_topic = Consumer({**_client(secure_broker, "alice"), "group.id": "alices-848", "group.protocol": "consumer"})
+    denied_topic.subscribe(["hidden-848"])
+    assert _first_error(denied_topic) == "TOPIC_AUTHORIZATION_FAILED"
+    denied_topic.close()
