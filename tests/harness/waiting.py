@@ -1,6 +1,7 @@
 """Waiting in tests for something another process or thread will do."""
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -25,3 +26,14 @@ def wait_for(condition: Callable[[], T], what: str = "condition", timeout: float
             raise AssertionError(f"timed out after {timeout}s waiting for {what}"
                                  + (f" (last error: {last_error!r})" if last_error else ""))
         time.sleep(interval)
+
+
+async def wait_until(condition: Callable[[], object], what: str = "condition", timeout: float = 30.0,
+                     interval: float = 0.005) -> None:
+    """``wait_for`` inside an event loop, for what the loop's own tasks will do: the bound is
+    generous because a loaded machine can be slow, and a condition that holds returns at once."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)

@@ -6,6 +6,7 @@ import struct
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +30,9 @@ from protocol.records.compression import CompressionType
 from protocol.records.legacy import build_message_set
 from protocol.records.log_entry import decode_entry_records, iter_log_entries
 from tests.harness.broker import BrokerProcess
+from tests.harness.ports import free_port
+from tests.harness.prometheus import scrape, value
+from tests.harness.waiting import wait_for
 
 
 def _topic() -> str:
@@ -320,17 +324,21 @@ def _incremental(session_id: int, epoch: int, topic: str, partitions: list[int],
                         session_epoch=epoch, topics=topics, forgotten_topics_data=[])
 
 
-def test_long_poll_fetch_is_woken_by_an_append(broker: BrokerProcess) -> None:
-    topic = _topic()
-    broker.create_topic(topic)
-    results: list[Any] = []
-    poller = threading.Thread(target=lambda: results.append(
-        broker.request(ApiKey.FETCH, 12, _fetch_request(topic, 0, max_wait_ms=20000))))
-    poller.start()
-    time.sleep(0.3)
-    _produce(broker, topic, _batch([b"wake"]), acks=1)
-    poller.join(30)
-    assert _values(results[0].responses[0].partitions[0].records) == [(0, b"wake")]
+def test_long_poll_fetch_is_woken_by_an_append(zk_connect: str, tmp_path: Path) -> None:
+    metrics_port = free_port()
+    with BrokerProcess(zk_connect, 0, tmp_path, {"metrics.prometheus.listener": f"http://127.0.0.1:{metrics_port}"}
+                       ) as broker:
+        topic = _topic()
+        broker.create_topic(topic)
+        results: list[Any] = []
+        poller = threading.Thread(target=lambda: results.append(
+            broker.request(ApiKey.FETCH, 12, _fetch_request(topic, 0, max_wait_ms=20000), timeout=30)))
+        poller.start()
+        wait_for(lambda: value(scrape(metrics_port), "kafka_server_delayedoperationpurgatory_numdelayedoperations",
+                               delayedOperation="Fetch") == 1, "the fetch to wait in the fetch purgatory")
+        _produce(broker, topic, _batch([b"wake"]), acks=1)
+        poller.join(30)
+        assert _values(results[0].responses[0].partitions[0].records) == [(0, b"wake")]
 
 
 # --- ListOffsets / OffsetForLeaderEpoch / controller fencing -------------------------------------

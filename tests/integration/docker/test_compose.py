@@ -24,7 +24,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness.ports import free_port
 
-pytestmark = pytest.mark.integration
+# A first run sets up the container lab (Docker engine, base images) and builds the project's image:
+# minutes on two busy cores (docs/testing.md). The rest of the test and the teardown get what any
+# test gets, pytest-timeout's default.
+SETUP_BUDGET_S = 900
+TEST_BUDGET_S = 300
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(SETUP_BUDGET_S + TEST_BUDGET_S)]
 
 REPO = Path(__file__).resolve().parents[3]
 LAB_SETUP = REPO.parent / "shared" / "container-lab" / "setup.sh"
@@ -45,7 +51,7 @@ def _docker_env() -> dict[str, str] | None:
     return None
 
 
-def _engine() -> dict[str, str]:
+def _engine(timeout: float) -> dict[str, str]:
     env = _docker_env()
     if env is not None:
         return env
@@ -53,7 +59,7 @@ def _engine() -> dict[str, str]:
         pytest.skip(f"no Docker engine reachable and no container lab at {LAB_SETUP}")
     if os.geteuid() != 0:
         pytest.skip("no Docker engine reachable, and the container lab must be set up as root")
-    setup = subprocess.run(["bash", str(LAB_SETUP)], capture_output=True, text=True, timeout=900)
+    setup = subprocess.run(["bash", str(LAB_SETUP)], capture_output=True, text=True, timeout=timeout)
     env = _docker_env()
     if env is None:
         pytest.skip(f"the container lab did not give a Docker engine:\n{setup.stdout[-2000:]}{setup.stderr[-2000:]}")
@@ -105,10 +111,10 @@ class ComposeStack:
 
 @pytest.fixture
 def stack() -> Iterator[ComposeStack]:
-    env = _engine()
-    stack = ComposeStack(env)
+    deadline = time.monotonic() + SETUP_BUDGET_S
+    stack = ComposeStack(_engine(timeout=SETUP_BUDGET_S))
     try:
-        stack.compose("up", "-d", "--build", timeout=900)
+        stack.compose("up", "-d", "--build", timeout=deadline - time.monotonic())
         yield stack
     finally:
         subprocess.run(

@@ -265,11 +265,7 @@ def test_requests_sent_before_the_client_hangs_up_are_all_handled(network_server
     sock = server.connect()
     sock.sendall(b"".join(api_versions_request(i) for i in range(20)))
     sock.close()
-    deadline = threading.Event()
-    for _ in range(200):
-        if len(handled) == 20:
-            break
-        deadline.wait(0.02)
+    wait_for(lambda: len(handled) == 20, "every request handled")
     assert handled == list(range(20))
 
 

@@ -5,12 +5,14 @@ keep the test short; the rate bounds asserted are generous, as the machine is sh
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from tests.harness.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -50,6 +52,19 @@ def _alter(broker, entity: dict[str, str | None], ops: dict[str, float | None]) 
         entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
         ops=[R.OpData(key=k, value=v or 0.0, remove=v is None) for k, v in ops.items()])], validate_only=False)
     return [e.error_code for e in broker.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, body).entries]
+
+
+def _alter_applied(broker, entity: dict[str, str | None], ops: dict[str, float | None], logged: str) -> None:
+    """Alter, then wait until the broker logs (as Kafka does) that it applied the change: brokers
+    learn of it from ZooKeeper's change notification, which takes its time on a busy machine."""
+    start = broker.log_path.stat().st_size
+    assert _alter(broker, entity, ops) == [0]
+
+    def applied() -> bool:
+        with open(broker.log_path, "rb") as log:
+            log.seek(start)
+            return re.search(logged, log.read().decode(errors="replace")) is not None
+    wait_for(applied, f"the broker to log {logged!r}")
 
 
 def _produce(broker, client_id: str, topic: str, count: int, throttles: list[int]) -> float:
@@ -101,8 +116,8 @@ def test_quotas_are_stored_and_described_as_kafka_does(quota_broker) -> None:
 
 def test_a_producer_over_its_byte_rate_is_slowed_to_it(quota_broker) -> None:
     quota_broker.create_topic("quota-produce")
-    assert _alter(quota_broker, {"client-id": "slow"}, {"producer_byte_rate": BOUND}) == [0]
-    time.sleep(0.5)  # the config change notification reaches the broker
+    _alter_applied(quota_broker, {"client-id": "slow"}, {"producer_byte_rate": BOUND},
+                   r"Changing \S+ quota for .*slow")
     slow_throttles: list[int] = []
     slow = _produce(quota_broker, "slow", "quota-produce", 2500, slow_throttles)
     fast_throttles: list[int] = []
@@ -125,8 +140,8 @@ def test_a_consumer_over_its_byte_rate_is_slowed_to_it(shared_zookeeper, tmp_pat
     try:
         broker.create_topic("quota-fetch")
         _produce(broker, "loader", "quota-fetch", 2500, [])
-        assert _alter(broker, {"client-id": "slow-reader"}, {"consumer_byte_rate": BOUND}) == [0]
-        time.sleep(0.5)
+        _alter_applied(broker, {"client-id": "slow-reader"}, {"consumer_byte_rate": BOUND},
+                       r"Changing \S+ quota for .*slow-reader")
 
         def consume(client_id: str) -> tuple[float, list[int]]:
             throttles: list[int] = []
@@ -157,8 +172,8 @@ def test_controller_mutation_rate(quota_broker) -> None:
     from protocol.errors import Errors
     from protocol.messages import CreateTopicsRequest
 
-    assert _alter(quota_broker, {"client-id": "mutator"}, {"controller_mutation_rate": 10.0}) == [0]
-    time.sleep(0.5)
+    _alter_applied(quota_broker, {"client-id": "mutator"}, {"controller_mutation_rate": 10.0},
+                   r"Changing \S+ quota for .*mutator")
 
     def create(name: str, partitions: int) -> object:
         body = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
@@ -208,14 +223,15 @@ def test_connections_over_an_ips_creation_rate_are_held_then_closed(shared_zooke
     broker = _start(kind, shared_zookeeper.connect_string_with_chroot(f"ip-quota-{tmp_path.name}"), tmp_path)
     try:
         assert all(_answered(broker, 8))
-        assert _alter(broker, {"ip": broker.host}, {"connection_creation_rate": 2.0}) == [0]
-        time.sleep(1.5)  # the change notification, and the connections above out of the windows
+        _alter_applied(broker, {"ip": broker.host}, {"connection_creation_rate": 2.0},
+                       f"Updating max connection rate override for /?{re.escape(broker.host)}")
+        time.sleep(1.5)  # the connections above out of the windows
         answered = _answered(broker, 8)
         # 2/s measured over at least two 1 s windows: four connections, then each is over the rate.
         assert answered[:3] == [True] * 3 and not any(answered[5:]), answered
         time.sleep(3)
-        assert _alter(broker, {"ip": broker.host}, {"connection_creation_rate": None}) == [0]
-        time.sleep(1.0)
+        _alter_applied(broker, {"ip": broker.host}, {"connection_creation_rate": None},
+                       f"Removing max connection rate override for /?{re.escape(broker.host)}")
         assert all(_answered(broker, 8))
     finally:
         broker.stop()

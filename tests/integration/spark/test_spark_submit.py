@@ -20,15 +20,17 @@ from spark_jobs.session import REPO_ROOT
 from tests.harness.spark_cluster import SparkStandaloneCluster, spark_bin
 from tests.unit.spark.segment_files import Expected
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
-
 SUBMIT_TIMEOUT_S = 300
+CLUSTER_START_S = 120  # the master up and a worker registered
+FIXTURES_S = 100  # the log dir written, the cluster stopped
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(FIXTURES_S + SUBMIT_TIMEOUT_S)]
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[SparkStandaloneCluster]:
     spark_cluster = SparkStandaloneCluster(tmp_path / "spark-cluster")
-    spark_cluster.start()
+    spark_cluster.start(timeout=CLUSTER_START_S)
     try:
         yield spark_cluster
     finally:
@@ -61,6 +63,7 @@ def test_export_with_spark_submit_in_local_mode(log_dir: tuple[Path, list[Expect
     assert _exported_rows(out) == _expected_rows(expected, {"events", "legacy"})
 
 
+@pytest.mark.timeout(FIXTURES_S + CLUSTER_START_S + 2 * SUBMIT_TIMEOUT_S)
 def test_jobs_on_a_standalone_cluster(cluster: SparkStandaloneCluster, log_dir: tuple[Path, list[Expected]],
                                       tmp_path: Path) -> None:
     path, expected = log_dir

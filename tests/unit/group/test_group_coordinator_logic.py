@@ -9,6 +9,7 @@ from broker.coordinator.group.group_coordinator import GroupCoordinator
 from broker.coordinator.group.group_metadata import GroupState, JoinGroupResult, OffsetAndMetadata
 from broker.coordinator.group.group_operations import commit_offsets, delete_groups, describe_group, fetch_offsets
 from protocol.errors import Errors
+from tests.harness.waiting import wait_until
 from tests.unit.group.group_fakes import coordinator
 
 PROTOCOLS = [("range", b"sub")]
@@ -21,13 +22,6 @@ def _join(coord: GroupCoordinator, member_id: str = "", instance: str | None = N
                             client_id="c", client_host="/127.0.0.1", rebalance_timeout_ms=5_000,
                             session_timeout_ms=session_ms, protocol_type=protocol_type,
                             protocols=protocols or PROTOCOLS)
-
-
-async def _eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
 
 
 async def _member_joins(coord: GroupCoordinator, **kwargs: Any) -> asyncio.Future[JoinGroupResult]:
@@ -106,8 +100,8 @@ def test_a_member_that_stops_heartbeating_is_removed() -> None:
         await coord.sync_group("g", 1, a.member_id, None, None, None, {})
         group = coord.manager.get_group("g")
         assert group is not None
-        await _eventually(lambda: not group.members)
-        await _eventually(lambda: group.state is GroupState.EMPTY)
+        await wait_until(lambda: not group.members)
+        await wait_until(lambda: group.state is GroupState.EMPTY)
         assert group.generation_id == 2
     _run(test)
 
@@ -213,7 +207,7 @@ def test_becoming_leader_loads_groups_and_losing_it_unloads_them() -> None:
             assert fetch_offsets(coord, "g", False, [("t", 0)])[0] is Errors.COORDINATOR_LOAD_IN_PROGRESS
             assert (await _join(coord)).error is Errors.COORDINATOR_LOAD_IN_PROGRESS
             gate.set()
-            await _eventually(lambda: coord.manager.is_partition_owned(0))
+            await wait_until(lambda: coord.manager.is_partition_owned(0))
             assert fetch_offsets(coord, "g", False, [("t", 0)]) == (Errors.NONE, {("t", 0): (9, -1, "m", Errors.NONE)})
 
             joining = await _member_joins(coord, group="other")
@@ -245,6 +239,6 @@ def test_offsets_of_an_empty_group_expire_and_the_group_dies() -> None:
     async def test(coord: GroupCoordinator) -> None:
         offsets = {("t", 0): OffsetAndMetadata(1, -1, "", 0)}
         assert await commit_offsets(coord, "old", "", None, -1, offsets) == {("t", 0): Errors.NONE}
-        await _eventually(lambda: coord.manager.get_group("old") is None)
+        await wait_until(lambda: coord.manager.get_group("old") is None)
         assert fetch_offsets(coord, "old", False, [("t", 0)]) == (Errors.NONE, {("t", 0): (-1, -1, "", Errors.NONE)})
     _run(test, offsets_retention_ms=50, offsets_retention_check_interval_ms=20)

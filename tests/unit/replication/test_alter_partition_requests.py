@@ -10,6 +10,7 @@ from broker.partition import Partition
 from broker.replication.alter_partition_manager import AlterPartitionManager
 from protocol.api_keys import ApiKey
 from protocol.framing import decode_request, encode_request
+from tests.harness.waiting import wait_until
 from tests.unit.storage.storage_test_helpers import open_log
 
 
@@ -66,16 +67,9 @@ async def _sender_outlives_an_unexpected_error(tmp_path: Path) -> None:
         partition = _leader(tmp_path, uuid.uuid4())
         partition.pending_isr = None
         manager.submit(partition, [0, 1, 2])
-        for _ in range(100):
-            if sent and partition.pending_isr is None:
-                break
-            await asyncio.sleep(0.01)
-        assert partition.pending_isr is None
+        await wait_until(lambda: sent and partition.pending_isr is None, "the retried ISR change answered")
         manager.submit(partition, [0, 1])
-        for _ in range(100):
-            if len(sent) == 2:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: len(sent) == 2, "the second ISR change sent")
         assert sent == [[0, 1, 2], [0, 1]]
     finally:
         await manager.shutdown()

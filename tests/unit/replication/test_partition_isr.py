@@ -10,6 +10,7 @@ import pytest
 from broker.partition import FollowerState, Partition
 from broker.replica_manager import ReplicaManager
 from protocol.errors import Errors, KafkaApiError
+from tests.harness.waiting import wait_until
 from tests.unit.storage.storage_test_helpers import batch, config, open_log
 
 
@@ -164,10 +165,7 @@ def test_isr_expiration_outlives_an_unexpected_error() -> None:
 
     async def run() -> None:
         task = asyncio.ensure_future(ReplicaManager.run_isr_expiration(SimpleNamespace(maybe_shrink_isr=shrink), 10))
-        for _ in range(200):
-            if len(checks) >= 3:
-                break
-            await asyncio.sleep(0.005)
+        await wait_until(lambda: len(checks) >= 3, "three ISR expiration checks")
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 

@@ -13,6 +13,7 @@ from protocol.records.batch import set_base_offset, set_partition_leader_epoch
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager, parent_dir
 from storage_test_helpers import batch, offsets_in, read_all
+from tests.harness.waiting import wait_until
 
 SMALL_SEGMENTS = LogConfig.from_props({"segment.bytes": "2048", "retention.ms": "-1"})
 
@@ -182,15 +183,18 @@ def test_replicas_on_different_threads_move_at_the_same_time(tmp_path: Path) -> 
         manager.get_or_create_future_log("t", index, None)
         partitions[("t", index)] = partition
     steps_at_once, running = [0], [0]
-    lock = threading.Lock()
+    lock, overlapped = threading.Lock(), threading.Event()
 
     async def run_blocking(function, *args):  # type: ignore[no-untyped-def]
         def counted():  # type: ignore[no-untyped-def]
             with lock:
                 running[0] += 1
                 steps_at_once[0] = max(steps_at_once[0], running[0])
+                if running[0] == 2:
+                    overlapped.set()
             try:
-                threading.Event().wait(0.02)  # long enough for the other thread's step to start
+                # Each step waits for a step of the other thread, which only a second mover thread can run.
+                overlapped.wait(10)
                 return function(*args)
             finally:
                 with lock:
@@ -202,10 +206,7 @@ def test_replicas_on_different_threads_move_at_the_same_time(tmp_path: Path) -> 
         # "t".hashCode() is 116: partition 0 -> 31 * 116 % 2 = 0, partition 1 -> 1
         assert [mover.threads.index(mover.thread_for(tp)) for tp in partitions] == [0, 1]
         await mover.add_partitions(partitions)
-        for _ in range(500):
-            if not mover.moving:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: not mover.moving, "both moves done")
         await mover.shutdown()
         return mover
 

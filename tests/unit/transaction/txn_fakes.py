@@ -16,6 +16,7 @@ from protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from protocol.records.log_entry import decode_entry_records, iter_log_entries
 from storage.log import Log
 from storage.log_config import LogConfig
+from tests.harness.waiting import wait_until
 
 TopicPartition = tuple[str, int]
 
@@ -157,10 +158,8 @@ class Harness:
         self.coordinator.on_leadership_change(TRANSACTION_STATE_TOPIC, 0, True, epoch)
         await self.until(lambda: not self.coordinator.state_manager.loading_partitions)
 
-    async def until(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
-        async with asyncio.timeout(timeout):
-            while not condition():
-                await asyncio.sleep(0.001)
+    async def until(self, condition: Callable[[], bool]) -> None:
+        await wait_until(condition, interval=0.001)
 
     def metadata(self, transactional_id: str) -> Any:
         found = self.coordinator.state_manager.get_transaction_state(transactional_id)
