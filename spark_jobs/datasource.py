@@ -5,7 +5,8 @@ Built on Spark 4's Python data source API: the reader plans SegmentSplits on the
 those of Spark's own Kafka source (key, value, topic, partition, offset, timestamp,
 timestampType, headers) followed by batch-level ones (producerId, leaderEpoch, compression,
 batchBaseOffset, batchSizeBytes). A record without a timestamp (magic 0) has a null
-timestamp and timestampType -1.
+timestamp and timestampType -1. ``spark.readStream.format("kafka-log")`` is the streaming
+reader of the same source (stream_source).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from spark_jobs.planner import SegmentSplit, plan
 from spark_jobs.read_options import ReadOptions, parse_options
 from spark_jobs.segment_reader import SPARK_SCHEMA, SplitReader
+from spark_jobs.stream_source import KafkaLogStreamReader, parse_stream_options
 
 FORMAT_NAME = "kafka-log"
 
@@ -48,6 +50,9 @@ class KafkaLogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaLogReader(parse_options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaLogStreamReader(parse_stream_options(self.options))
 
 
 def register(spark: SparkSession) -> None:

@@ -170,9 +170,15 @@ def _partition_upper_bound(replica: PartitionReplica, options: ReadOptions, requ
     return min(bounds) if bounds else None
 
 
-def plan_partition(replica: PartitionReplica, options: ReadOptions) -> list[SegmentSplit]:
-    min_offset, requested_max = options.offset_bounds(replica.topic, replica.partition)
-    max_offset = _partition_upper_bound(replica, options, requested_max)
+def plan_partition(replica: PartitionReplica, options: ReadOptions,
+                   bounds: Optional[tuple[int, int]] = None) -> list[SegmentSplit]:
+    """The splits of one partition; ``bounds`` (first offset, exclusive end) are final when given,
+    as a stream's micro-batch range is, else they come from the options and the log."""
+    if bounds is None:
+        min_offset, requested_max = options.offset_bounds(replica.topic, replica.partition)
+        max_offset = _partition_upper_bound(replica, options, requested_max)
+    else:
+        min_offset, max_offset = bounds
     aborted = _aborted_ranges(replica) if options.isolation_level == READ_COMMITTED else []
     splits = []
     segment_ends = replica.segment_end_offsets()

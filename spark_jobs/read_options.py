@@ -61,14 +61,14 @@ def _lookup(spec: Optional[OffsetSpec], topic: str, partition: int, default: Opt
     return spec.get(topic, {}).get(partition)
 
 
-def _bool(options: Mapping[str, str], name: str) -> bool:
-    raw = options.get(name, "false").strip().lower()
+def bool_option(options: Mapping[str, str], name: str, default: bool = False) -> bool:
+    raw = options.get(name, str(default)).strip().lower()
     if raw not in ("true", "false"):
         raise OptionError(f"option {name} must be true or false, not {raw!r}")
     return raw == "true"
 
 
-def _int(options: Mapping[str, str], name: str) -> Optional[int]:
+def int_option(options: Mapping[str, str], name: str) -> Optional[int]:
     raw = options.get(name)
     if raw is None:
         return None
@@ -83,7 +83,7 @@ def _offsets(options: Mapping[str, str], name: str) -> tuple[Optional[int], Opti
     if raw is None or raw.strip() in ("earliest", "latest"):
         return None, None
     if not raw.lstrip().startswith("{"):
-        return _int(options, name), None
+        return int_option(options, name), None
     try:
         parsed = json.loads(raw)
         return None, {t: {int(p): int(o) for p, o in parts.items()} for t, parts in parsed.items()}
@@ -112,7 +112,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         raise OptionError(f"isolation.level must be {READ_COMMITTED} or {READ_UNCOMMITTED}, not {isolation!r}")
     starting_offset, starting_offsets = _offsets(lowered, "startingoffsets")
     ending_offset, ending_offsets = _offsets(lowered, "endingoffsets")
-    max_split = _int(lowered, "maxsplitbytes") or DEFAULT_MAX_SPLIT_BYTES
+    max_split = int_option(lowered, "maxsplitbytes") or DEFAULT_MAX_SPLIT_BYTES
     if max_split <= 0:
         raise OptionError("maxSplitBytes must be positive")
     return ReadOptions(
@@ -123,10 +123,10 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         starting_offsets=starting_offsets,
         ending_offset=ending_offset,
         ending_offsets=ending_offsets,
-        starting_timestamp=_int(lowered, "startingtimestamp"),
-        ending_timestamp=_int(lowered, "endingtimestamp"),
+        starting_timestamp=int_option(lowered, "startingtimestamp"),
+        ending_timestamp=int_option(lowered, "endingtimestamp"),
         isolation_level=isolation,
-        committed_only=_bool(lowered, "committedonly"),
+        committed_only=bool_option(lowered, "committedonly"),
         max_split_bytes=max_split,
-        skip_corrupt=_bool(lowered, "skipcorrupt"),
+        skip_corrupt=bool_option(lowered, "skipcorrupt"),
     )
