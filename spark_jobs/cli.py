@@ -1,4 +1,4 @@
-"""Command-line plumbing the jobs share: the log-dir/topic/master arguments and the source read."""
+"""Command-line plumbing the jobs share: the log-dir/topic/master arguments, the source read (batch or stream)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import NoReturn, Optional
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from spark_jobs.datasource import FORMAT_NAME
 from spark_jobs.read_options import READ_COMMITTED, READ_UNCOMMITTED, ReadOptions, parse_options
@@ -54,6 +55,41 @@ def read_records(spark: SparkSession, args: argparse.Namespace, topics: Optional
     options = source_options(args, topics)
     paths = json.loads(options.pop("paths"))
     return spark.read.format(FORMAT_NAME).options(**options).load(paths)
+
+
+def stream_parser(description: str) -> argparse.ArgumentParser:
+    """The batch jobs' arguments, and those of a streaming query (checkpoint, trigger, start, limits)."""
+    parser = job_parser(description)
+    parser.add_argument("--topic-pattern", default=None, help="subscribe to topics matching this regex")
+    parser.add_argument("--checkpoint", required=True, help="the query's checkpointLocation")
+    parser.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval")
+    parser.add_argument("--available-now", action="store_true", help="read what is there now, then stop")
+    parser.add_argument("--starting-offsets", default="latest", help="earliest, latest or Spark's JSON offsets")
+    parser.add_argument("--starting-timestamp", type=int, default=None, help="start at this time (epoch ms)")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser.add_argument("--max-bytes-per-trigger", type=int, default=None)
+    parser.add_argument("--fail-on-data-loss", choices=("true", "false"), default="true")
+    return parser
+
+
+def read_stream(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
+    options = source_options(args)
+    paths = json.loads(options.pop("paths"))
+    del options["committedOnly"]  # a stream always stops at the high watermark
+    options.update(startingOffsets=args.starting_offsets, failOnDataLoss=args.fail_on_data_loss)
+    for name, value in (("topicPattern", args.topic_pattern), ("startingTimestamp", args.starting_timestamp),
+                        ("maxOffsetsPerTrigger", args.max_offsets_per_trigger),
+                        ("maxBytesPerTrigger", args.max_bytes_per_trigger)):
+        if value is not None:
+            options[name] = str(value)
+    return spark.readStream.format(FORMAT_NAME).options(**options).load(paths)
+
+
+def start_query(writer: DataStreamWriter, args: argparse.Namespace) -> StreamingQuery:
+    writer = writer.option("checkpointLocation", args.checkpoint)
+    if args.available_now:
+        return writer.trigger(availableNow=True).start()
+    return writer.trigger(processingTime=f"{args.trigger_seconds} seconds").start()
 
 
 def _conf(pairs: list[str]) -> Mapping[str, str]:

@@ -87,7 +87,7 @@ def _positive(options: Mapping[str, str], name: str) -> Optional[int]:
 
 def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
     lowered = {k.lower(): v for k, v in options.items()}
-    for unsupported in ("endingoffsets", "endingtimestamp", "committedonly"):
+    for unsupported in ("endingoffsets", "endingtimestamp"):
         if unsupported in lowered:
             raise OptionError(f"option {unsupported} is for batch reads; a stream reads up to the high watermark")
     read = parse_options(lowered)

@@ -17,7 +17,7 @@ import sys
 if __package__ in (None, ""):  # run as `spark-submit spark_jobs/topic_stats.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from typing import Optional
+from typing import Any, Optional
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -100,29 +100,50 @@ def traffic(records: DataFrame, bucket_seconds: int) -> DataFrame:
     )
 
 
-def draw_chart(traffic_rows: list, bucket_seconds: int, path: str) -> None:
+def chart_figure(rows: list, title: str, metrics: tuple[str, ...] = ("records",)) -> Any:
+    """One panel per metric, one line per topic (the busiest MAX_CHART_TOPICS), a legend entry for
+    each line drawn (even for topics named with a leading underscore, which matplotlib would hide
+    from an automatic legend) and whole-number ticks: the metrics are counts."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     totals: dict[str, int] = {}
-    for row in traffic_rows:
-        totals[row["topic"]] = totals.get(row["topic"], 0) + row["records"]
+    for row in rows:
+        totals[row["topic"]] = totals.get(row["topic"], 0) + row[metrics[0]]
     shown = sorted(totals, key=totals.get, reverse=True)[:MAX_CHART_TOPICS]  # type: ignore[arg-type]
-    fig, ax = plt.subplots(figsize=(11, 5))
-    for topic in shown:
-        points = [(r["bucketStart"], r["records"]) for r in traffic_rows if r["topic"] == topic]
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", linewidth=1, label=topic)
-    ax.set_title(f"records per {bucket_seconds} s")
-    ax.set_xlabel("time (UTC)")
-    ax.set_ylabel("records")
-    if shown:
-        ax.legend(fontsize="small")
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(11, 4 + 2 * len(metrics)), sharex=True, squeeze=False)
+    for ax, metric in zip(axes[:, 0], metrics):
+        lines = []
+        for topic in shown:
+            points = sorted((r["bucketStart"], r[metric]) for r in rows if r["topic"] == topic)
+            lines += ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", linewidth=1)
+        ax.set_ylabel(metric)
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        if lines:
+            ax.legend(lines, shown, fontsize="small")
+    axes[0, 0].set_title(title)
+    axes[-1, 0].set_xlabel("time (UTC)")
     fig.autofmt_xdate()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    return fig
+
+
+def save_chart(fig: Any, path: str) -> None:
+    """Written to a temp file and renamed: a viewer refreshing the chart never sees half a PNG."""
+    import matplotlib.pyplot as plt
+
+    temp = f"{path}.tmp.png"
+    fig.savefig(temp, dpi=100)
     plt.close(fig)
+    os.replace(temp, path)
+
+
+def draw_chart(traffic_rows: list, bucket_seconds: int, path: str) -> None:
+    save_chart(chart_figure(traffic_rows, f"records per {bucket_seconds} s"), path)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
