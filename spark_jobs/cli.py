@@ -73,8 +73,7 @@ def stream_parser(description: str) -> argparse.ArgumentParser:
 
 
 def read_stream(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
-    options = source_options(args)
-    paths = json.loads(options.pop("paths"))
+    options = source_options(args)  # the paths go as the "paths" option: readStream.load takes one path
     del options["committedOnly"]  # a stream always stops at the high watermark
     options.update(startingOffsets=args.starting_offsets, failOnDataLoss=args.fail_on_data_loss)
     for name, value in (("topicPattern", args.topic_pattern), ("startingTimestamp", args.starting_timestamp),
@@ -82,7 +81,7 @@ def read_stream(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
                         ("maxBytesPerTrigger", args.max_bytes_per_trigger)):
         if value is not None:
             options[name] = str(value)
-    return spark.readStream.format(FORMAT_NAME).options(**options).load(paths)
+    return spark.readStream.format(FORMAT_NAME).options(**options).load()
 
 
 def start_query(writer: DataStreamWriter, args: argparse.Namespace) -> StreamingQuery:

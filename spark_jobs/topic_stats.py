@@ -29,7 +29,7 @@ MAX_CHART_POINTS = 600
 MAX_CHART_TOPICS = 12
 
 
-def _payload_bytes() -> F.Column:
+def payload_bytes() -> F.Column:
     header_bytes = F.aggregate(
         F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>")),
         F.lit(0),
@@ -42,7 +42,7 @@ def partition_stats(records: DataFrame) -> DataFrame:
     span_ms = F.unix_millis(F.max("timestamp")) - F.unix_millis(F.min("timestamp"))
     stats = records.groupBy("topic", "partition").agg(
         F.count(F.lit(1)).alias("records"),
-        F.sum(_payload_bytes()).alias("payloadBytes"),
+        F.sum(payload_bytes()).alias("payloadBytes"),
         F.min("offset").alias("firstOffset"),
         F.max("offset").alias("lastOffset"),
         F.min("timestamp").alias("firstTimestamp"),
@@ -71,7 +71,7 @@ def partition_stats(records: DataFrame) -> DataFrame:
 def compression_stats(records: DataFrame) -> DataFrame:
     """Per topic and codec: record payload bytes / stored batch bytes (above 1 means it compressed)."""
     batches = records.groupBy("topic", "partition", "batchBaseOffset", "compression").agg(
-        F.first("batchSizeBytes").alias("batchBytes"), F.sum(_payload_bytes()).alias("payloadBytes")
+        F.first("batchSizeBytes").alias("batchBytes"), F.sum(payload_bytes()).alias("payloadBytes")
     )
     return (
         batches.groupBy("topic", "compression")
