@@ -1,4 +1,4 @@
-"""A real Spark standalone cluster (one master, one worker) from the pyspark package, for tests.
+"""A real Spark standalone cluster (one master, one or more workers) from the pyspark package, for tests.
 
 pip's pyspark has no sbin/start-*.sh scripts, so the master and the worker are started as
 Spark's own daemons do it: ``spark-class org.apache.spark.deploy.master.Master`` and
@@ -29,19 +29,23 @@ def spark_bin(name: str) -> Path:
 
 
 class SparkStandaloneCluster:
-    def __init__(self, directory: Path, cores: int = 2, memory: str = "1g") -> None:
+    def __init__(self, directory: Path, cores: int = 2, memory: str = "1g", workers: int = 1) -> None:
         self.dir = directory
         self.cores = cores
         self.memory = memory
+        self.workers = workers
         self.port = free_port()
         self.ui_port = free_port()
-        self.worker_ui_port = free_port()
         self._processes: list[tuple[subprocess.Popen[bytes], Path]] = []
 
     @property
     def work_dir(self) -> Path:
-        """Where the worker runs executors: ``app-<id>/<executor id>/`` per application."""
+        """Where the workers run executors: ``app-<id>/<executor id>/`` per application (one worker),
+        ``worker-<n>/app-<id>/<executor id>/`` (several)."""
         return self.dir / "work"
+
+    def _worker_dir(self, number: int) -> Path:
+        return self.work_dir if self.workers == 1 else self.work_dir / f"worker-{number}"
 
     @property
     def master_url(self) -> str:
@@ -69,11 +73,13 @@ class SparkStandaloneCluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._daemon("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                      "--port", str(self.port), "--webui-port", str(self.ui_port))
-        self._daemon("worker", "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1",
-                     "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(self.worker_ui_port),
-                     "--work-dir", str(self.work_dir))
+        for number in range(self.workers):
+            self._daemon("worker" if self.workers == 1 else f"worker-{number}",
+                         "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1",
+                         "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(free_port()),
+                         "--work-dir", str(self._worker_dir(number)))
         deadline = time.monotonic() + timeout
-        while self._alive_workers() < 1:
+        while self._alive_workers() < self.workers:
             for process, log_path in self._processes:
                 if process.poll() is not None:
                     self.stop()
