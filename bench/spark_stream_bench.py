@@ -1,0 +1,259 @@
+"""Structured Streaming from the segments (kafka-log) against a streaming job reading through librdkafka.
+
+Starts a ZooKeeper and a broker (tests/harness), then for each source in turn:
+
+- throughput: ``--records`` values of ``--value-size`` bytes are produced first (a backlog), and a
+  query with Trigger.AvailableNow reads them all; records/s is the backlog over the time from the
+  query's start to its end (planning, reading, and the sink's aggregate of every micro-batch),
+  the fastest of ``--repeats`` reads (each a new query; the first also warms the JVM and workers);
+- latency: a producer sends ``--rate`` records/s for ``--seconds`` while the query runs with a
+  processing-time trigger of ``--trigger-seconds``; each record's latency is the time from its
+  produce (its CreateTime timestamp) to the end of the micro-batch that read it.
+
+The other source is a Python streaming data source of this file, ``rdkafka``: the same offsets
+per partition, planned from the broker's high watermarks (ListOffsets through a consumer), each
+range read in a task by a confluent-kafka consumer (assign, consume in batches of 10,000) into
+Arrow batches, so both sides give Spark the same Arrow columns. Both sides' sink is the same
+foreachBatch aggregate (count, value bytes, timestamp percentiles). Output is one JSON document;
+``--chart`` also draws it.
+
+    python bench/spark_stream_bench.py [--records 200000] [--rate 2000] [--seconds 30] \\
+        [--trigger-seconds 1] [--hw-interval-ms 1000] [--json out.json] [--chart out.png]
+
+Numbers are for comparison on one machine; nothing asserts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from confluent_kafka import Producer  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from bench.broker_bench import create_topic  # noqa: E402
+from bench.rdkafka_stream_source import RdKafkaSource  # noqa: E402
+from spark_jobs.session import create_session  # noqa: E402
+from tests.harness.broker import BrokerProcess  # noqa: E402
+from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+
+TOPIC = "stream-bench"
+
+
+class BatchTimer:
+    """foreachBatch sink: per micro-batch, its records, bytes, and end time against record timestamps."""
+
+    def __init__(self) -> None:
+        self.batches: list[dict[str, Any]] = []
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        started = time.time()
+        millis = F.unix_millis("timestamp")
+        row = batch.agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("value")).alias("bytes"),
+                        F.min(millis).alias("first"), F.percentile_approx(millis, [0.01, 0.5, 0.95]).alias("q"),
+                        F.max(millis).alias("last")).first()
+        ended = time.time()
+        if row["n"]:
+            self.batches.append({"id": batch_id, "records": row["n"], "bytes": row["bytes"], "started": started,
+                                 "ended": ended, "first_ts": row["first"], "last_ts": row["last"],
+                                 "ts_quantiles": row["q"]})
+
+
+def stream(spark: Any, source: str, options: dict[str, str], checkpoint: str, trigger: dict[str, Any]) -> Any:
+    reader = spark.readStream.format(source).options(**options).load().select("value", "timestamp")
+    timer = BatchTimer()
+    query = reader.writeStream.foreachBatch(timer).option("checkpointLocation", checkpoint).trigger(**trigger).start()
+    return query, timer
+
+
+def produce_backlog(bootstrap: str, records: int, value_size: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 2_000_000, "compression.type": "none"})
+    value = b"v" * value_size
+    for n in range(records):
+        while True:
+            try:
+                producer.produce(TOPIC, value, b"%d" % (n % 1000))
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def produce_steady(bootstrap: str, rate: int, seconds: float, value_size: int, done: threading.Event) -> int:
+    """``rate`` records/s in ticks of 10 ms, each record's timestamp its produce time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    value = b"v" * value_size
+    began = time.monotonic()
+    sent = 0
+    while (elapsed := time.monotonic() - began) < seconds:
+        due = int(elapsed * rate)
+        while sent < due:
+            producer.produce(TOPIC, value, b"%d" % (sent % 1000))
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.01)
+    producer.flush(60)
+    done.set()
+    return sent
+
+
+def latencies(batches: list[dict[str, Any]]) -> dict[str, float]:
+    """Per-record latency quantiles, weighting each batch's timestamp quantiles by its records."""
+    samples: list[tuple[float, int]] = []
+    for b in batches:
+        for ts in (b["first_ts"], *b["ts_quantiles"], b["last_ts"]):
+            samples.append((b["ended"] * 1000 - ts, b["records"]))
+    samples.sort()
+    total = sum(w for _l, w in samples)
+
+    def quantile(q: float) -> float:
+        acc = 0
+        for latency, weight in samples:
+            acc += weight
+            if acc >= q * total:
+                return round(latency)
+        return round(samples[-1][0])
+
+    return {"p50_ms": quantile(0.5), "p95_ms": quantile(0.95), "max_ms": round(max(s[0] for s in samples))}
+
+
+def run_source(spark: Any, label: str, source: str, options: dict[str, str], args: argparse.Namespace,
+               bootstrap: str, scratch: str, backlog_end: int) -> dict[str, Any]:
+    runs = []
+    for run in range(args.repeats):  # the first also warms up (JIT, Python workers)
+        began = time.time()
+        query, timer = stream(spark, source, options, os.path.join(scratch, f"{label}-backlog-{run}"),
+                              {"availableNow": True})
+        query.awaitTermination()
+        runs.append(time.time() - began)
+        read = sum(b["records"] for b in timer.batches)
+        assert read == backlog_end, f"{label} read {read} of {backlog_end} records"
+    seconds = min(runs)
+    throughput = {"records": read, "seconds": round(seconds, 2), "records_per_s": round(read / seconds),
+                  "all_runs_seconds": [round(r, 2) for r in runs], "micro_batches": len(timer.batches)}
+    # latency: from the end of the backlog on, a steady producer while the query runs
+    query, timer = stream(spark, source, {**options, "startingOffsets": "latest"},
+                          os.path.join(scratch, f"{label}-steady"), {"processingTime": f"{args.trigger_seconds} seconds"})
+    while query.lastProgress is None:  # the first trigger fixed the starting offsets
+        time.sleep(0.1)
+    done = threading.Event()
+    sent = produce_steady(bootstrap, args.rate, args.seconds, args.value_size, done)
+    deadline = time.monotonic() + 120
+    while sum(b["records"] for b in timer.batches) < sent and time.monotonic() < deadline:
+        time.sleep(0.2)
+    query.stop()
+    got = sum(b["records"] for b in timer.batches)
+    return {"throughput": throughput,
+            "latency": {"produced": sent, "read": got, "rate_per_s": args.rate, **latencies(timer.batches)}}
+
+
+def machine() -> dict[str, Any]:
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                 platform.processor())
+    return {"cpus": os.cpu_count(), "model": model, "load_average": os.getloadavg(), "python": platform.python_version()}
+
+
+def draw(result: dict[str, Any], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(result["sources"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.bar(labels, [result["sources"][s]["throughput"]["records_per_s"] for s in labels], color=["C0", "C1"])
+    left.set_title("backlog read, records/s (higher is better)")
+    width = 0.35
+    for i, key in enumerate(("p50_ms", "p95_ms")):
+        right.bar([x + i * width for x in range(len(labels))],
+                  [result["sources"][s]["latency"][key] for s in labels], width, label=key)
+    right.set_xticks([x + width / 2 for x in range(len(labels))], labels)
+    right.set_title(f"produce to micro-batch end, ms (trigger {result['trigger_seconds']} s)")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=200_000, help="backlog for the throughput read")
+    parser.add_argument("--value-size", type=int, default=200)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--rate", type=int, default=2000, help="records/s of the latency run")
+    parser.add_argument("--seconds", type=float, default=30, help="length of the latency run")
+    parser.add_argument("--trigger-seconds", type=float, default=1.0)
+    parser.add_argument("--hw-interval-ms", type=int, default=1000,
+                        help="the broker's replica.high.watermark.checkpoint.interval.ms")
+    parser.add_argument("--repeats", type=int, default=3, help="backlog reads per source; the fastest counts")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--json", default=None, help="also write the result here")
+    parser.add_argument("--chart", default=None, help="draw the result as a PNG here")
+    args = parser.parse_args()
+    print("command:", shlex.join([sys.executable, *sys.argv]), flush=True)
+    with tempfile.TemporaryDirectory(prefix="stream-bench-") as scratch:
+        zookeeper = ZooKeeperServer(Path(scratch) / "zookeeper")
+        zookeeper.start()
+        broker = BrokerProcess(zookeeper.connect_string, 0, scratch,
+                               {"replica.high.watermark.checkpoint.interval.ms": str(args.hw_interval_ms),
+                                "log.segment.bytes": str(64 * 1024 * 1024)})
+        broker.start()
+        spark = None
+        try:
+            create_topic(broker.bootstrap, TOPIC, args.partitions)
+            produce_backlog(broker.bootstrap, args.records, args.value_size)
+            time.sleep(args.hw_interval_ms / 1000 * 2)  # the checkpoint file covers the backlog
+            spark = create_session("stream-bench", args.master, {"spark.ui.enabled": "false",
+                                                                 "spark.sql.shuffle.partitions": "2",
+                                                                 # progress (and so the start) shows without data
+                                                                 "spark.sql.streaming.noDataProgressEventInterval":
+                                                                     "200ms"}, progress=False)
+            spark.sparkContext.setLogLevel("ERROR")
+            spark.dataSource.register(RdKafkaSource)
+            sources = {
+                "kafka-log": ("kafka-log", {"path": str(broker.log_dir), "topics": TOPIC,
+                                            "startingOffsets": "earliest"}),
+                "rdkafka": ("rdkafka", {"bootstrap": broker.bootstrap, "topic": TOPIC,
+                                        "partitions": str(args.partitions), "startingOffsets": "earliest"}),
+            }
+            result: dict[str, Any] = {"command": shlex.join(["python", *sys.argv]), "machine": machine(),
+                                      "records": args.records, "value_size": args.value_size,
+                                      "partitions": args.partitions, "trigger_seconds": args.trigger_seconds,
+                                      "hw_checkpoint_interval_ms": args.hw_interval_ms, "sources": {}}
+            backlog_end = args.records
+            for label, (source, options) in sources.items():
+                result["sources"][label] = run_source(spark, label, source, options, args, broker.bootstrap,
+                                                      scratch, backlog_end)
+                backlog_end += result["sources"][label]["latency"]["produced"]
+                print(label, json.dumps(result["sources"][label]), flush=True)
+            a, b = (result["sources"][s]["throughput"]["records_per_s"] for s in ("kafka-log", "rdkafka"))
+            result["throughput_ratio"] = round(a / b, 2)
+            result["machine"]["load_average_after"] = os.getloadavg()
+        finally:
+            if spark is not None:
+                spark.stop()
+            broker.stop()
+            zookeeper.close()
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    if args.chart:
+        draw(result, args.chart)
+
+
+if __name__ == "__main__":
+    main()
