@@ -173,15 +173,17 @@ def _commits(checkpoint: Path) -> int:
     return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
 
 
+def _checkpointed(log_dir: Path, tp: tuple[str, int]) -> int:
+    """The high watermark the broker last checkpointed for ``tp`` (0 before its first checkpoint)."""
+    path = log_dir / "replication-offset-checkpoint"
+    return OffsetCheckpointFile(str(path), create=False).read().get(tp, 0) if path.exists() else 0
+
+
 def _high_watermarks_reached(log_dir: Path, produced: Produced) -> bool:
     """Whether the broker's checkpointed high watermarks cover every acknowledged record."""
-    path = log_dir / "replication-offset-checkpoint"
-    if not path.exists():
-        return False
-    checkpointed = OffsetCheckpointFile(str(path), create=False).read()
     with produced.lock:
         last = {tp: max(offsets) for tp, offsets in produced.acked.items()}
-    return all(checkpointed.get(tp, 0) > offset for tp, offset in last.items())
+    return all(_checkpointed(log_dir, tp) > offset for tp, offset in last.items())
 
 
 def _run_to_end(args: list[str], cwd: Path) -> None:
@@ -218,7 +220,8 @@ def streamed(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPat
                 driver.wait(30)
                 kills.append(_commits(checkpoint))
             producers.stop()
-        wait_for(lambda: _high_watermarks_reached(broker.log_dir, producers.produced), "high watermark checkpoint")
+        wait_for(lambda: _high_watermarks_reached(broker.log_dir, producers.produced), "high watermark checkpoint",
+                 timeout=120)
         _run_to_end(args, base)
         yield StreamRun(broker, broker.log_dir, sink, checkpoint, producers.produced, kills)
     except BaseException:
@@ -298,17 +301,18 @@ def test_retention_of_unread_offsets_with_fail_on_data_loss_both_ways(spark: Any
                                                                       tmp_path: Path) -> None:
     broker, log_dir = streamed.broker, streamed.log_dir
     broker.create_topic("retained", 1, configs={"segment.bytes": "4096"})
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    # batches well under the topic's 4 KiB segments (a larger one is refused as RECORD_BATCH_TOO_LARGE)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 1000})
+    errors: list[str] = []
 
     def produce(start: int) -> int:
         for n in range(start, start + 400):
-            producer.produce("retained", b"r:%d" % n)
-        assert producer.flush(30) == 0
+            producer.produce("retained", b"r:%d" % n, on_delivery=lambda err, _m: err and errors.append(str(err)))
+        assert producer.flush(30) == 0 and not errors, errors[:3]
         return start + 400
 
     end = produce(0)
-    wait_for(lambda: OffsetCheckpointFile(str(log_dir / "replication-offset-checkpoint"), create=False).read().get(
-        ("retained", 0), 0) >= end, "high watermark of retained")
+    wait_for(lambda: _checkpointed(log_dir, ("retained", 0)) >= end, "high watermark of retained", timeout=120)
     sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
     options = {"topics": "retained", "startingOffsets": "earliest"}
     _stream_once(spark, log_dir, sink, checkpoint, **options)
@@ -318,9 +322,8 @@ def test_retention_of_unread_offsets_with_fail_on_data_loss_both_ways(spark: Any
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.delete_records([KafkaTopicPartition("retained", 0, 600)]).values():
         future.result(30)
-    wait_for(lambda: _log_start(log_dir, "retained") > 400, "segments below 600 deleted")
-    wait_for(lambda: OffsetCheckpointFile(str(log_dir / "replication-offset-checkpoint"), create=False).read().get(
-        ("retained", 0), 0) >= end, "high watermark of retained")
+    wait_for(lambda: _log_start(log_dir, "retained") > 400, "segments below 600 deleted", timeout=120)
+    wait_for(lambda: _checkpointed(log_dir, ("retained", 0)) >= end, "high watermark of retained", timeout=120)
     lenient = tmp_path / "checkpoint-lenient"
     shutil.copytree(checkpoint, lenient)
     shutil.copytree(sink, tmp_path / "sink-lenient")
@@ -352,8 +355,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalon
 
 
 def _submit(job: str, args: list[str], cwd: Path, master: str) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    env.pop("PYTHONPATH", None)  # the job ships its packages to the executors itself
+    # The job ships its packages to the executors itself; PYTHONPATH makes the tested checkout's code
+    # win over an installed copy in the driver's Python workers (the stream source's planner runs there).
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=REPO_ROOT)
     log = open(cwd / f"{job}.log", "ab")
     return subprocess.Popen([str(spark_bin("spark-submit")), "--master", master, "--executor-memory", "512m",
                              "--conf", "spark.ui.enabled=false", os.path.join(REPO_ROOT, "spark_jobs", f"{job}.py"),
