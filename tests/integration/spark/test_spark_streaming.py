@@ -26,6 +26,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
+from pyspark.errors import StreamingQueryException
 
 from spark_jobs.session import REPO_ROOT
 from storage.checkpoints import OffsetCheckpointFile
@@ -34,7 +35,7 @@ from tests.harness.spark_cluster import SparkStandaloneCluster, spark_bin
 from tests.harness.waiting import wait_for
 from tests.harness.zookeeper import ZooKeeperServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 BROKER_OVERRIDES = {
     "log.segment.bytes": str(32 * 1024),
@@ -168,6 +169,21 @@ def _driver(args: list[str], cwd: Path) -> tuple[subprocess.Popen[bytes], Path]:
     return process, log_path
 
 
+def _wait_while_running(driver: subprocess.Popen[bytes], log_path: Path, condition: Any, what: str) -> None:
+    try:
+        wait_for(lambda: driver.poll() is not None or condition(), what, timeout=DRIVER_TIMEOUT_S)
+    finally:
+        if driver.poll() is not None or not condition():
+            print(f"--- driver log ({log_path}) ---\n{log_path.read_text(errors='replace')[-4000:]}")
+    assert driver.poll() is None, f"the driver exited with {driver.returncode}"
+
+
+def _last_committed_offsets(checkpoint: Path) -> str:
+    """The source offsets of the last committed micro-batch, as the offset log holds them."""
+    last = _commits(checkpoint) - 1
+    return (checkpoint / "offsets" / str(last)).read_text() if last >= 0 else ""
+
+
 def _commits(checkpoint: Path) -> int:
     commits = checkpoint / "commits"
     return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
@@ -208,14 +224,12 @@ def streamed(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPat
             for run in range(KILLS):
                 driver, log_path = _driver(args, base)
                 before = _commits(checkpoint)
-                wait_for(lambda: driver.poll() is not None or _commits(checkpoint) > before,
-                         "a micro-batch committed", timeout=DRIVER_TIMEOUT_S)
-                assert driver.poll() is None, log_path.read_text(errors="replace")[-4000:]
+                _wait_while_running(driver, log_path, lambda: _commits(checkpoint) > before, "a micro-batch committed")
                 if run == 0:
                     broker.create_topic("events-late", 3)  # matches the pattern while the query runs
                     producers.topics.append("events-late")
-                    wait_for(lambda: _commits(checkpoint) > before + 2, "micro-batches after events-late",
-                             timeout=DRIVER_TIMEOUT_S)
+                    _wait_while_running(driver, log_path, lambda: "events-late" in _last_committed_offsets(checkpoint),
+                                        "a committed micro-batch with events-late")
                 os.killpg(driver.pid, signal.SIGKILL)
                 driver.wait(30)
                 kills.append(_commits(checkpoint))
@@ -289,7 +303,10 @@ def _stream_once(spark: Any, log_dir: Path, sink: Path, checkpoint: Path, **opti
     query = (reader.load().select("topic", "partition", "offset", "value").writeStream.format("parquet")
              .option("path", str(sink)).option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
-    query.awaitTermination(DRIVER_TIMEOUT_S)
+    try:
+        query.awaitTermination(DRIVER_TIMEOUT_S)
+    except StreamingQueryException:
+        pass  # the caller looks at query.exception()
     return query
 
 
@@ -358,10 +375,11 @@ def _submit(job: str, args: list[str], cwd: Path, master: str) -> subprocess.Pop
     # The job ships its packages to the executors itself; PYTHONPATH makes the tested checkout's code
     # win over an installed copy in the driver's Python workers (the stream source's planner runs there).
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=REPO_ROOT)
-    log = open(cwd / f"{job}.log", "ab")
-    return subprocess.Popen([str(spark_bin("spark-submit")), "--master", master, "--executor-memory", "512m",
-                             "--conf", "spark.ui.enabled=false", os.path.join(REPO_ROOT, "spark_jobs", f"{job}.py"),
-                             *args], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(cwd / f"{job}.log", "ab") as log:
+        return subprocess.Popen([str(spark_bin("spark-submit")), "--master", master, "--executor-memory", "512m",
+                                 "--conf", "spark.ui.enabled=false", os.path.join(REPO_ROOT, "spark_jobs", f"{job}.py"),
+                                 *args], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
 
 def test_on_a_two_worker_standalone_cluster(streamed: StreamRun, cluster: SparkStandaloneCluster,
@@ -369,7 +387,7 @@ def test_on_a_two_worker_standalone_cluster(streamed: StreamRun, cluster: SparkS
     """spark-submit onto two workers: the driver killed mid-stream, resubmitted to the end; and the
     streaming topic_stats on the same log dir."""
     sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
-    args = export_stream_command(streamed.log_dir, sink, checkpoint, "--max-offsets-per-trigger", "2000")
+    args = export_stream_command(streamed.log_dir, sink, checkpoint, "--max-offsets-per-trigger", "40000")
     driver = _submit("export_stream", args, tmp_path, cluster.master_url)
     wait_for(lambda: driver.poll() is not None or _commits(checkpoint) >= 1, "a micro-batch on the cluster",
              timeout=DRIVER_TIMEOUT_S)
@@ -377,14 +395,15 @@ def test_on_a_two_worker_standalone_cluster(streamed: StreamRun, cluster: SparkS
     os.killpg(driver.pid, signal.SIGKILL)
     driver.wait(30)
     resumed = _submit("export_stream", [*args, "--available-now"], tmp_path, cluster.master_url)
+    assert resumed.wait(DRIVER_TIMEOUT_S) == 0, (tmp_path / "export_stream.log").read_text()[-3000:]
     stats = tmp_path / "stats"
+    # one application at a time: each takes every core of the cluster
     counted = _submit("topic_stats_stream", ["--log-dirs", str(streamed.log_dir), "--output", str(stats),
                                              "--checkpoint", str(tmp_path / "stats-checkpoint"), "--topic-pattern",
                                              PATTERN, "--starting-offsets", "earliest", "--isolation-level",
                                              "read_committed", "--available-now", "--no-progress"],
                       tmp_path, cluster.master_url)
-    for process, job in ((resumed, "export_stream"), (counted, "topic_stats_stream")):
-        assert process.wait(DRIVER_TIMEOUT_S) == 0, (tmp_path / f"{job}.log").read_text()[-3000:]
+    assert counted.wait(DRIVER_TIMEOUT_S) == 0, (tmp_path / "topic_stats_stream.log").read_text()[-3000:]
     read = sink_rows(sink)
     check_sink(read, streamed.produced)
     # read from the start after the cleaner ran: the compacted topic's offsets have gaps
