@@ -14,11 +14,11 @@ The other source is a Python streaming data source of this file, ``rdkafka``: th
 per partition, planned from the broker's high watermarks (ListOffsets through a consumer), each
 range read in a task by a confluent-kafka consumer (assign, consume in batches of 10,000) into
 Arrow batches, so both sides give Spark the same Arrow columns. Both sides' sink is the same
-foreachBatch aggregate (count, value bytes, timestamp percentiles). Output is one JSON document;
-``--chart`` also draws it.
+foreachBatch aggregate (count, value bytes, timestamp percentiles). ``--json`` writes the rows
+for bench/charts.py (bench_json's format, with every measurement under ``sources``).
 
     python bench/spark_stream_bench.py [--records 200000] [--rate 2000] [--seconds 30] \\
-        [--trigger-seconds 1] [--hw-interval-ms 1000] [--json out.json] [--chart out.png]
+        [--trigger-seconds 1] [--hw-interval-ms 1000] [--json out.json]
 
 Numbers are for comparison on one machine; nothing asserts them.
 """
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import sys
 import tempfile
@@ -43,6 +42,7 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka import Producer  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+from bench import bench_json  # noqa: E402
 from bench.broker_bench import create_topic  # noqa: E402
 from bench.rdkafka_stream_source import RdKafkaSource  # noqa: E402
 from spark_jobs.session import create_session  # noqa: E402
@@ -62,7 +62,7 @@ class BatchTimer:
         started = time.time()
         millis = F.unix_millis("timestamp")
         row = batch.agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("value")).alias("bytes"),
-                        F.min(millis).alias("first"), F.percentile_approx(millis, [0.01, 0.5, 0.95]).alias("q"),
+                        F.min(millis).alias("first"), F.percentile_approx(millis, [0.01, 0.5, 0.99]).alias("q"),
                         F.max(millis).alias("last")).first()
         ended = time.time()
         if row["n"]:
@@ -127,7 +127,7 @@ def latencies(batches: list[dict[str, Any]]) -> dict[str, float]:
                 return round(latency)
         return round(samples[-1][0])
 
-    return {"p50_ms": quantile(0.5), "p95_ms": quantile(0.95), "max_ms": round(max(s[0] for s in samples))}
+    return {"p50_ms": quantile(0.5), "p99_ms": quantile(0.99), "max_ms": round(max(s[0] for s in samples))}
 
 
 def run_source(spark: Any, label: str, source: str, options: dict[str, str], args: argparse.Namespace,
@@ -160,34 +160,6 @@ def run_source(spark: Any, label: str, source: str, options: dict[str, str], arg
             "latency": {"produced": sent, "read": got, "rate_per_s": args.rate, **latencies(timer.batches)}}
 
 
-def machine() -> dict[str, Any]:
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-                 platform.processor())
-    return {"cpus": os.cpu_count(), "model": model, "load_average": os.getloadavg(), "python": platform.python_version()}
-
-
-def draw(result: dict[str, Any], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = list(result["sources"])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    left.bar(labels, [result["sources"][s]["throughput"]["records_per_s"] for s in labels], color=["C0", "C1"])
-    left.set_title("backlog read, records/s (higher is better)")
-    width = 0.35
-    for i, key in enumerate(("p50_ms", "p95_ms")):
-        right.bar([x + i * width for x in range(len(labels))],
-                  [result["sources"][s]["latency"][key] for s in labels], width, label=key)
-    right.set_xticks([x + width / 2 for x in range(len(labels))], labels)
-    right.set_title(f"produce to micro-batch end, ms (trigger {result['trigger_seconds']} s)")
-    right.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="backlog for the throughput read")
@@ -200,8 +172,7 @@ def main() -> None:
                         help="the broker's replica.high.watermark.checkpoint.interval.ms")
     parser.add_argument("--repeats", type=int, default=3, help="backlog reads per source; the fastest counts")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--json", default=None, help="also write the result here")
-    parser.add_argument("--chart", default=None, help="draw the result as a PNG here")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
     print("command:", shlex.join([sys.executable, *sys.argv]), flush=True)
     with tempfile.TemporaryDirectory(prefix="stream-bench-") as scratch:
@@ -229,30 +200,29 @@ def main() -> None:
                 "rdkafka": ("rdkafka", {"bootstrap": broker.bootstrap, "topic": TOPIC,
                                         "partitions": str(args.partitions), "startingOffsets": "earliest"}),
             }
-            result: dict[str, Any] = {"command": shlex.join(["python", *sys.argv]), "machine": machine(),
-                                      "records": args.records, "value_size": args.value_size,
-                                      "partitions": args.partitions, "trigger_seconds": args.trigger_seconds,
-                                      "hw_checkpoint_interval_ms": args.hw_interval_ms, "sources": {}}
+            result: dict[str, Any] = {}
             backlog_end = args.records
             for label, (source, options) in sources.items():
-                result["sources"][label] = run_source(spark, label, source, options, args, broker.bootstrap,
-                                                      scratch, backlog_end)
-                backlog_end += result["sources"][label]["latency"]["produced"]
-                print(label, json.dumps(result["sources"][label]), flush=True)
-            a, b = (result["sources"][s]["throughput"]["records_per_s"] for s in ("kafka-log", "rdkafka"))
-            result["throughput_ratio"] = round(a / b, 2)
-            result["machine"]["load_average_after"] = os.getloadavg()
+                result[label] = run_source(spark, label, source, options, args, broker.bootstrap, scratch,
+                                           backlog_end)
+                backlog_end += result[label]["latency"]["produced"]
+                print(label, json.dumps(result[label]), flush=True)
         finally:
             if spark is not None:
                 spark.stop()
             broker.stop()
             zookeeper.close()
-    text = json.dumps(result, indent=2)
-    print(text)
+    ratio = result["kafka-log"]["throughput"]["records_per_s"] / result["rdkafka"]["throughput"]["records_per_s"]
+    print(f"kafka-log reads the backlog {ratio:.2f}x as fast as the librdkafka stream")
     if args.json:
-        Path(args.json).write_text(text + "\n")
-    if args.chart:
-        draw(result, args.chart)
+        rows = [{"name": "backlog read", "unit": "records/s",
+                 "value": {s: r["throughput"]["records_per_s"] for s, r in result.items()}},
+                {"name": f"produce to micro-batch end ({args.rate}/s)", "unit": "ms",
+                 "value": {s: [r["latency"]["p50_ms"], r["latency"]["p99_ms"]] for s, r in result.items()}}]
+        bench_json.write(args.json, "spark_stream_bench", "records/s", rows, sources=result,
+                         kinds={"kafka-log": "kafka-log (segments)", "rdkafka": "librdkafka consumer"},
+                         trigger_seconds=args.trigger_seconds, hw_checkpoint_interval_ms=args.hw_interval_ms,
+                         records=args.records, value_size=args.value_size, partitions=args.partitions)
 
 
 if __name__ == "__main__":

