@@ -213,6 +213,7 @@ def streamed(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPat
     broker = BrokerProcess(shared_zookeeper.connect_string_with_chroot(f"stream-{uuid.uuid4().hex[:10]}"), 0, base,
                            BROKER_OVERRIDES)
     broker.start()
+    drivers: list[subprocess.Popen[bytes]] = []
     try:
         broker.create_topic("events", 2)
         broker.create_topic("txn", 2)
@@ -223,6 +224,7 @@ def streamed(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPat
         with SteadyProducers(broker.bootstrap) as producers:
             for run in range(KILLS):
                 driver, log_path = _driver(args, base)
+                drivers.append(driver)
                 before = _commits(checkpoint)
                 _wait_while_running(driver, log_path, lambda: _commits(checkpoint) > before, "a micro-batch committed")
                 if run == 0:
@@ -242,6 +244,10 @@ def streamed(shared_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPat
         print(f"--- broker log ---\n{broker.log_tail(100)}")
         raise
     finally:
+        for driver in drivers:  # still running only when the fixture failed
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+                driver.wait(30)
         broker.stop()
 
 
@@ -371,6 +377,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalon
         spark_cluster.stop()
 
 
+@pytest.fixture
+def submitted() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """The test's spark-submit drivers; any still running at the end (a failed test) is killed."""
+    drivers: list[subprocess.Popen[bytes]] = []
+    yield drivers
+    for driver in drivers:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(30)
+
+
 def _submit(job: str, args: list[str], cwd: Path, master: str) -> subprocess.Popen[bytes]:
     # The job ships its packages to the executors itself; PYTHONPATH makes the tested checkout's code
     # win over an installed copy in the driver's Python workers (the stream source's planner runs there).
@@ -383,18 +400,20 @@ def _submit(job: str, args: list[str], cwd: Path, master: str) -> subprocess.Pop
 
 
 def test_on_a_two_worker_standalone_cluster(streamed: StreamRun, cluster: SparkStandaloneCluster,
-                                            tmp_path: Path) -> None:
+                                            submitted: list[subprocess.Popen[bytes]], tmp_path: Path) -> None:
     """spark-submit onto two workers: the driver killed mid-stream, resubmitted to the end; and the
     streaming topic_stats on the same log dir."""
     sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
     args = export_stream_command(streamed.log_dir, sink, checkpoint, "--max-offsets-per-trigger", "40000")
     driver = _submit("export_stream", args, tmp_path, cluster.master_url)
+    submitted.append(driver)
     wait_for(lambda: driver.poll() is not None or _commits(checkpoint) >= 1, "a micro-batch on the cluster",
              timeout=DRIVER_TIMEOUT_S)
     assert driver.poll() is None, (tmp_path / "export_stream.log").read_text()[-3000:]
     os.killpg(driver.pid, signal.SIGKILL)
     driver.wait(30)
     resumed = _submit("export_stream", [*args, "--available-now"], tmp_path, cluster.master_url)
+    submitted.append(resumed)
     assert resumed.wait(DRIVER_TIMEOUT_S) == 0, (tmp_path / "export_stream.log").read_text()[-3000:]
     stats = tmp_path / "stats"
     # one application at a time: each takes every core of the cluster
@@ -403,6 +422,7 @@ def test_on_a_two_worker_standalone_cluster(streamed: StreamRun, cluster: SparkS
                                              PATTERN, "--starting-offsets", "earliest", "--isolation-level",
                                              "read_committed", "--available-now", "--no-progress"],
                       tmp_path, cluster.master_url)
+    submitted.append(counted)
     assert counted.wait(DRIVER_TIMEOUT_S) == 0, (tmp_path / "topic_stats_stream.log").read_text()[-3000:]
     read = sink_rows(sink)
     check_sink(read, streamed.produced)
