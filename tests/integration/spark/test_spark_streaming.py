@@ -204,7 +204,13 @@ def _high_watermarks_reached(log_dir: Path, produced: Produced) -> bool:
 
 def _run_to_end(args: list[str], cwd: Path) -> None:
     driver, log_path = _driver([*args, "--available-now"], cwd)
-    assert driver.wait(DRIVER_TIMEOUT_S) == 0, log_path.read_text(errors="replace")[-4000:]
+    try:
+        code = driver.wait(DRIVER_TIMEOUT_S)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(30)
+    assert code == 0, log_path.read_text(errors="replace")[-4000:]
 
 
 @pytest.fixture(scope="module")
