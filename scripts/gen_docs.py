@@ -11,6 +11,9 @@ in a page; the prose around it is written by hand. Sections:
   broker/admin/dynamic_broker_config.py and broker/admin/topic_configs.py;
 - ``bench-<name>`` in docs/benchmarks.md: the table, command and machine of docs/data/bench/<name>.json,
   which ``python bench/<name>.py ... --json`` wrote (bench/charts.py draws its chart from the same file);
+- ``faults-default`` in docs/fault-injection.md: the results table of the default fault schedule, ours
+  and Kafka 3.9's side by side, from docs/data/faults/{ours,kafka}-default.json (the results JSON a
+  run of ``pytest tests/faults`` writes; ``tests/faults/results.py --chart`` draws their chart);
 - ``api-matrix`` in docs/compatibility.md: the APIs and versions served (protocol/api_keys.py's
   registry, the handlers registered in broker/handlers/, broker/network/api_version_manager.py)
   against Kafka 3.9, 4.0 and 4.2. The 3.9 and 4.0 ranges come from ../shared/kafka-protocol/API_VERSIONS.md,
@@ -308,6 +311,23 @@ def bench_table(stem: str) -> str:
     return "\n".join(out) + "\n"
 
 
+# --- fault injection ---------------------------------------------------------------------------
+
+FAULT_DATA = DOCS / "data" / "faults"
+
+
+def faults_table() -> str:
+    from tests.faults.results import Report, command, table
+    reports = [Report.read(FAULT_DATA / f"{broker}-default.json") for broker in ("ours", "kafka")]
+    out = []
+    for report in reports:
+        load = " -> ".join(f"{x:.1f}" for x in report.load)
+        out.append(f"- `{command(report)}`: {report.broker}, {len(report.cells)} rounds in {report.minutes:.1f} "
+                   f"minutes on {report.machine}; load average {load} (before and after)")
+    out += ["", table(reports), "", "![recovery per nemesis](img/faults/default.png)"]
+    return "\n".join(out) + "\n"
+
+
 # --- sections in pages -----------------------------------------------------------------------
 
 SECTIONS: dict[str, tuple[Path, Callable[[], str]]] = {
@@ -316,6 +336,7 @@ SECTIONS: dict[str, tuple[Path, Callable[[], str]]] = {
     "config-no-effect": (DOCS / "configuration.md", config_no_effect),
     "config-not-kafka": (DOCS / "configuration.md", config_not_kafka),
     "api-matrix": (DOCS / "compatibility.md", api_matrix),
+    "faults-default": (DOCS / "fault-injection.md", faults_table),
     **{f"bench-{path.stem}": (DOCS / "benchmarks.md", lambda stem=path.stem: bench_table(stem))
        for path in sorted(BENCH_DATA.glob("*.json"))},
 }

@@ -64,3 +64,12 @@ def test_kafka_42_ranges_are_kios() -> None:
     kept = json.loads((REPO / "docs" / "data" / "kafka-api-versions.json").read_text())
     assert {int(key): row["4.2"] for key, row in kept.items() if row["4.2"] != "none"} == from_kio
     assert from_kio[0] == "3-13" and from_kio[1] == "4-18"  # Produce and Fetch in Kafka 4.2
+
+
+def test_fault_results_have_their_chart_and_machine() -> None:
+    data = sorted((REPO / "docs" / "data" / "faults").glob("*-default.json"))
+    assert [path.name for path in data] == ["kafka-default.json", "ours-default.json"]
+    for path in data:
+        document = json.loads(path.read_text())
+        assert document["cells"] and "cores" in document["machine"], path
+    assert (REPO / "docs" / "img" / "faults" / "default.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
