@@ -13,7 +13,7 @@ librdkafka:
 
 and prints one table with the brokers' CPU per million messages next to each row.
 
-    python bench/multiprocess_bench.py [--brokers 1,2] [--messages 1000000] [--rate 10000]
+    python bench/multiprocess_bench.py [--brokers 1,2] [--messages 1000000] [--rate 10000] [--json FILE]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Producer
 
+from bench import bench_json
 from bench.broker_bench import (
     broker_cpu_seconds,
     create_topic,
@@ -46,9 +47,12 @@ def cluster_cpu(cluster: BrokerCluster) -> float:
     return sum(broker_cpu_seconds(broker) for broker in cluster.brokers)
 
 
-def measure(cluster: BrokerCluster, args: argparse.Namespace) -> list[tuple[str, str, float]]:
-    """(row, formatted value, broker CPU s per 1M messages) for one cluster."""
-    rows: list[tuple[str, str, float]] = []
+Measured = tuple[str, str, float | list[float], float]
+
+
+def measure(cluster: BrokerCluster, args: argparse.Namespace) -> list[Measured]:
+    """(row, unit, value, broker CPU s per 1M messages) for one cluster."""
+    rows: list[Measured] = []
     for size in (100, 1024):
         topic = f"throughput-{size}"
         create_topic(cluster.bootstrap, topic, PARTITIONS)
@@ -56,7 +60,7 @@ def measure(cluster: BrokerCluster, args: argparse.Namespace) -> list[tuple[str,
         count = args.messages if size == 100 else args.messages // 4
         rate = parallel_produce(cluster.bootstrap, topic, count, args.producers, size)
         cpu = (cluster_cpu(cluster) - before) / count * 1e6
-        rows.append((f"produce {size} B, {args.producers} producers, msg/s", f"{rate:,.0f}", cpu))
+        rows.append((f"produce {size} B, {args.producers} producers", "msg/s", rate, cpu))
     topic = "latency"
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     producers = [Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1, **LATENCY_PRODUCER}) for _ in range(10)]
@@ -66,8 +70,7 @@ def measure(cluster: BrokerCluster, args: argparse.Namespace) -> list[tuple[str,
     before = cluster_cpu(cluster)
     p50, p99, p999 = percentiles_ms(paced_latencies(producers, topic, count, args.rate), 50, 99, 99.9)
     cpu = (cluster_cpu(cluster) - before) / count * 1e6
-    rows.append((f"produce latency at {args.rate:,.0f} msg/s, 10 producers, ms p50/p99/p99.9",
-                 f"{p50:.2f} / {p99:.2f} / {p999:.2f}", cpu))
+    rows.append((f"produce latency at {args.rate:,.0f} msg/s, 10 producers", "ms p50/p99/p99.9", [p50, p99, p999], cpu))
     return rows
 
 
@@ -78,10 +81,11 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--rate", type=float, default=10_000.0)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency row")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
     counts = [int(n) for n in args.brokers.split(",")]
     print("command: python bench/multiprocess_bench.py " + " ".join(sys.argv[1:]), flush=True)
-    results: dict[int, list[tuple[str, str, float]]] = {}
+    results: dict[int, list[Measured]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         zk = ZooKeeperServer(Path(tmp) / "zk")
         zk.start()
@@ -101,9 +105,26 @@ def main() -> None:
     print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs\n")
     print(f"| row | {header} |")
     print("| --- |" + " --- | --- |" * len(counts))
-    for i, (row, _, _) in enumerate(results[counts[0]]):
-        cells = " | ".join(f"{results[n][i][1]} | {results[n][i][2]:.2f}" for n in counts)
-        print(f"| {row} | {cells} |")
+    for i, (row, unit, _, _) in enumerate(results[counts[0]]):
+        cells = " | ".join(f"{_shown(results[n][i][2])} | {results[n][i][3]:.2f}" for n in counts)
+        print(f"| {row}, {unit} | {cells} |")
+    if args.json:
+        write_json(args.json, counts, results)
+
+
+def _shown(value: float | list[float]) -> str:
+    return " / ".join(f"{v:.2f}" for v in value) if isinstance(value, list) else f"{value:,.0f}"
+
+
+def write_json(path: str, counts: list[int], results: dict[int, list[Measured]]) -> None:
+    """One kind per broker count; each row's value, then its broker CPU per million messages."""
+    first = results[counts[0]]
+    rows = [{"section": "clients' view", "name": row, "unit": unit, "higher_is_better": unit == "msg/s",
+             "value": {str(n): results[n][i][2] for n in counts}} for i, (row, unit, _, _) in enumerate(first)]
+    rows += [{"section": "broker CPU", "name": row, "unit": "CPU s per 1M messages",
+              "value": {str(n): results[n][i][3] for n in counts}} for i, (row, _, _, _) in enumerate(first)]
+    kinds = {str(n): f"{n} broker process{'es' if n > 1 else ''}" for n in counts}
+    bench_json.write(path, "multiprocess_bench", "", rows, kinds=kinds)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import bench_json  # noqa: E402
 from bench.broker_bench import broker_cpu_seconds, latency, produce  # noqa: E402
 from tests.harness.broker import TEST_DEFAULTS, BrokerCluster, BrokerProcess  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
@@ -315,15 +316,24 @@ def parse_config(pairs: list[str]) -> dict[str, object]:
     return config
 
 
-def print_throughput(cluster: BrokerCluster, messages: int) -> None:
+Row = dict[str, Any]  # a row of bench_json's document
+
+
+def print_throughput(cluster: BrokerCluster, messages: int) -> list[Row]:
+    rows: list[Row] = []
     print(f"\nthroughput, {messages:,} messages, 1 partition, linger.ms=5, after one warm-up message:")
     print(f"{'test':<44}{'messages/s':>12}{'MB/s':>10}{'replicated msg/s':>18}")
     for label, per_second, mb, replicated in throughput(cluster, messages):
         print(f"{label:<44}{per_second:>12,.0f}{mb:>10.1f}{replicated:>18,.0f}", flush=True)
+        rows += [{"section": "throughput", "name": label, "unit": "msg/s", "value": per_second, "higher_is_better": True},
+                 {"section": "throughput", "name": f"{label}, until replicated", "unit": "msg/s", "value": replicated,
+                  "higher_is_better": True}]
     print("(replicated: until the high watermark covered every message, i.e. every ISR replica had it)")
+    return rows
 
 
-def print_latency(cluster: BrokerCluster, rate: float, seconds: float) -> None:
+def print_latency(cluster: BrokerCluster, rate: float, seconds: float) -> list[Row]:
+    rows: list[Row] = []
     count = int(rate * seconds)
     print(f"\nproduce latency, {count:,} messages of 100 B at {rate:,.0f} msg/s, linger.ms=0, "
           f"after one warm-up message:")
@@ -336,10 +346,14 @@ def print_latency(cluster: BrokerCluster, rate: float, seconds: float) -> None:
         per_message = sorted(((broker_cpu_seconds(b) - cpu) / count * 1e6 for b, cpu in zip(cluster.brokers, before)),
                              reverse=True)
         print(f"{label:<44}{p50:>12.2f}{p99:>10.2f}  " + " / ".join(f"{us:.0f}" for us in per_message), flush=True)
+        rows += [{"section": "latency", "name": f"{label} at {rate:,.0f} msg/s", "unit": "ms p50/p99", "value": [p50, p99]},
+                 {"section": "latency", "name": f"{label} at {rate:,.0f} msg/s, the leader's CPU",
+                  "unit": "µs per message", "value": per_message[0]}]
+    return rows
 
 
 def print_failover(cluster: BrokerCluster, rounds: int, rate: float, steady: float,
-                   config: Mapping[str, object]) -> None:
+                   config: Mapping[str, object]) -> list[Row]:
     print(f"\nfailover: SIGKILL the leader of an RF=3 min.insync.replicas=2 partition while a producer "
           f"sends 100 B at {rate:,.0f} msg/s")
     print(f"producer settings: {dict(config)}")
@@ -357,6 +371,8 @@ def print_failover(cluster: BrokerCluster, rounds: int, rate: float, steady: flo
     if problems:
         raise BenchError("acknowledged messages did not survive: " + "; ".join(problems))
     print(f"all {acked:,} acknowledged messages read back exactly once, at their acknowledged offsets, in order")
+    return [{"section": "failover", "name": f"SIGKILLed leader: kill to first ack by the new leader, median of {len(times)}",
+             "unit": "s", "value": statistics.median(times)}] if times else []
 
 
 def main() -> None:
@@ -373,6 +389,7 @@ def main() -> None:
                         help="librdkafka setting for the failover producer (repeatable)")
     parser.add_argument("--skip", choices=("throughput", "latency", "failover"), action="append", default=[])
     parser.add_argument("--keep", action="store_true", help="keep the temp dir with the logs")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
     failover_config = {**FAILOVER_PRODUCER, **parse_config(args.producer_config)}
 
@@ -380,13 +397,16 @@ def main() -> None:
     print(f"cluster: {BROKERS} brokers + 1 ZooKeeper; broker settings: test harness defaults with "
           f"zookeeper.session.timeout.ms={args.zk_session_timeout_ms}; librdkafka {confluent_kafka.libversion()[0]}; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
+    rows: list[Row] = []
     with running_cluster({"zookeeper.session.timeout.ms": str(args.zk_session_timeout_ms)}, args.keep) as cluster:
         if "throughput" not in args.skip:
-            print_throughput(cluster, args.messages)
+            rows += print_throughput(cluster, args.messages)
         if "latency" not in args.skip:
-            print_latency(cluster, args.rate, args.latency_seconds)
+            rows += print_latency(cluster, args.rate, args.latency_seconds)
         if "failover" not in args.skip:
-            print_failover(cluster, args.rounds, args.rate, args.steady_seconds, failover_config)
+            rows += print_failover(cluster, args.rounds, args.rate, args.steady_seconds, failover_config)
+    if args.json:
+        bench_json.write(args.json, "replication_bench", "", rows)
 
 
 if __name__ == "__main__":

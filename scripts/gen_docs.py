@@ -11,10 +11,15 @@ in a page; the prose around it is written by hand. Sections:
   broker/admin/dynamic_broker_config.py and broker/admin/topic_configs.py;
 - ``bench-<name>`` in docs/benchmarks.md: the table, command and machine of docs/data/bench/<name>.json,
   which ``python bench/<name>.py ... --json`` wrote (bench/charts.py draws its chart from the same file);
+- ``faults-default`` in docs/fault-injection.md: the results table of the default fault schedule, ours
+  and Kafka 3.9's side by side, from docs/data/faults/{ours,kafka}-default.json (the results JSON a
+  run of ``pytest tests/faults`` writes; ``tests/faults/results.py --chart`` draws their chart);
 - ``api-matrix`` in docs/compatibility.md: the APIs and versions served (protocol/api_keys.py's
   registry, the handlers registered in broker/handlers/, broker/network/api_version_manager.py)
-  against Kafka 3.9 and 4.x, whose ranges come from ../shared/kafka-protocol/API_VERSIONS.md or,
-  without it, from the copy kept next to this script (docs/data/kafka-api-versions.json).
+  against Kafka 3.9, 4.0 and 4.2. The 3.9 and 4.0 ranges come from ../shared/kafka-protocol/API_VERSIONS.md,
+  the 4.2 ranges from the message classes of the ``kio`` package (generated from Kafka 4.2's schemas,
+  one module per API and version); without either source, from the copy of both kept in
+  docs/data/kafka-api-versions.json, which this script rewrites and --check compares.
 """
 
 from __future__ import annotations
@@ -142,10 +147,50 @@ def parse_api_versions(text: str) -> dict[int, dict[str, str]]:
     return rows
 
 
+def kio_ranges() -> dict[int, str] | None:
+    """Kafka 4.2's range of every API: the versions kio has a ``kio/schema/<api>/v<N>/request.py`` for.
+
+    None when kio is not installed."""
+    try:
+        import kio
+    except ImportError:
+        return None
+    ranges: dict[int, str] = {}
+    for api in (Path(kio.__file__).parent / "schema").iterdir():
+        versions = sorted(int(path.parent.name[1:]) for path in api.glob("v*/request.py"))
+        if not versions:
+            continue
+        source = (api / f"v{versions[0]}" / "request.py").read_text()
+        key = int(re.search(r"__api_key__: ClassVar\[i16\] = i16\((\d+)\)", source).group(1))
+        if versions != list(range(versions[0], versions[-1] + 1)):
+            raise SystemExit(f"gen_docs: {api.name}'s versions in kio are not contiguous: {versions}")
+        ranges[key] = _fmt((versions[0], versions[-1]))
+    return ranges
+
+
+def derived_kafka_ranges() -> dict[int, dict[str, str]] | None:
+    """Kafka's ranges from their sources, or None when one of them is missing here."""
+    k42 = kio_ranges()
+    if k42 is None or not SHARED_API_VERSIONS.exists():
+        return None
+    rows = parse_api_versions(SHARED_API_VERSIONS.read_text())
+    for key, row in rows.items():
+        row["4.2"] = k42.get(key, "none")  # kio has every API of Kafka 4.2: the others were removed
+    unknown = set(k42) - set(rows)
+    if unknown:
+        raise SystemExit(f"gen_docs: kio knows API keys that API_VERSIONS.md does not: {sorted(unknown)}")
+    return rows
+
+
 def kafka_ranges() -> dict[int, dict[str, str]]:
-    if SHARED_API_VERSIONS.exists():
-        return parse_api_versions(SHARED_API_VERSIONS.read_text())
+    rows = derived_kafka_ranges()
+    if rows is not None:
+        return rows
     return {int(k): v for k, v in json.loads(KAFKA_RANGES.read_text()).items()}
+
+
+def kafka_ranges_json() -> str:
+    return json.dumps(kafka_ranges(), indent=1, sort_keys=True) + "\n"
 
 
 def _span(text: str) -> tuple[int, int] | None:
@@ -171,7 +216,7 @@ def served_ranges() -> dict[int, tuple[int, int]]:
 
 
 def _note(key: int, ours: tuple[int, int] | None, kafka: dict[str, str]) -> str:
-    k39, k40, k43 = _span(kafka["3.9"]), _span(kafka["4.0.1"]), _span(kafka["4.3"])
+    k39, k40, k42 = _span(kafka["3.9"]), _span(kafka["4.0.1"]), _span(kafka["4.2"])
     if ours is None:
         if k39 is None:
             return "not in Kafka 3.9"
@@ -180,8 +225,8 @@ def _note(key: int, ours: tuple[int, int] | None, kafka: dict[str, str]) -> str:
         return "not served"
     notes = []
     if k39 is not None and ours != k39:
-        notes.append("Kafka 4.x's range" if ours in (k40, k43) else "differs from Kafka 3.9")
-    if k40 is None and k43 is None:
+        notes.append("Kafka 4.x's range" if ours in (k40, k42) else "differs from Kafka 3.9")
+    if k40 is None and k42 is None:
         notes.append("ZooKeeper mode only: gone from Kafka 4.x")
     elif k40 is not None and ours[1] < k40[0]:
         notes.append("below what Kafka 4.x clients send")
@@ -192,14 +237,14 @@ def api_matrix() -> str:
     from protocol.api_keys import ApiKey
     kafka = kafka_ranges()
     ours = served_ranges()
-    out = ["| key | API | served here | Kafka 3.9 | Kafka 4.0 | Kafka 4.3 | note |",
+    out = ["| key | API | served here | Kafka 3.9 | Kafka 4.0 | Kafka 4.2 | note |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
     for key in sorted(set(kafka) | set(ours)):
-        row = kafka[key] if key in kafka else {"name": ApiKey(key).name, "3.9": "–", "4.0.1": "–", "4.3": "–"}
+        row = kafka[key] if key in kafka else {"name": ApiKey(key).name, "3.9": "–", "4.0.1": "–", "4.2": "–"}
         name = row["name"]
         served = _fmt(ours.get(key)) if key in ours else "no"
         versions = [_fmt(_span(row[v])) if _span(row[v]) else ("–" if row[v] in ("none", "—", "–") else row[v])
-                    for v in ("3.9", "4.0.1", "4.3")]
+                    for v in ("3.9", "4.0.1", "4.2")]
         out.append(f"| {key} | {name} | {served} | {' | '.join(versions)} | {_note(key, ours.get(key), row)} |")
     count = len(ours)
     out += ["", f"{count} APIs served; the ranges are those ApiVersions advertises."]
@@ -266,6 +311,23 @@ def bench_table(stem: str) -> str:
     return "\n".join(out) + "\n"
 
 
+# --- fault injection ---------------------------------------------------------------------------
+
+FAULT_DATA = DOCS / "data" / "faults"
+
+
+def faults_table() -> str:
+    from tests.faults.results import Report, command, table
+    reports = [Report.read(FAULT_DATA / f"{broker}-default.json") for broker in ("ours", "kafka")]
+    out = []
+    for report in reports:
+        load = " -> ".join(f"{x:.1f}" for x in report.load)
+        out.append(f"- `{command(report)}`: {report.broker}, {len(report.cells)} rounds in {report.minutes:.1f} "
+                   f"minutes on {report.machine}; load average {load} (before and after)")
+    out += ["", table(reports), "", "![recovery per nemesis](img/faults/default.png)"]
+    return "\n".join(out) + "\n"
+
+
 # --- sections in pages -----------------------------------------------------------------------
 
 SECTIONS: dict[str, tuple[Path, Callable[[], str]]] = {
@@ -274,6 +336,7 @@ SECTIONS: dict[str, tuple[Path, Callable[[], str]]] = {
     "config-no-effect": (DOCS / "configuration.md", config_no_effect),
     "config-not-kafka": (DOCS / "configuration.md", config_not_kafka),
     "api-matrix": (DOCS / "compatibility.md", api_matrix),
+    "faults-default": (DOCS / "fault-injection.md", faults_table),
     **{f"bench-{path.stem}": (DOCS / "benchmarks.md", lambda stem=path.stem: bench_table(stem))
        for path in sorted(BENCH_DATA.glob("*.json"))},
 }
@@ -288,34 +351,26 @@ def replace_section(text: str, name: str, body: str) -> str:
 
 
 def rendered() -> dict[Path, str]:
-    """Every page with generated sections, as it should read."""
-    pages: dict[Path, str] = {}
+    """Every page with generated sections, as it should read, and the copy of Kafka's ranges."""
+    pages: dict[Path, str] = {KAFKA_RANGES: kafka_ranges_json()}
     for name, (path, render) in SECTIONS.items():
         text = pages.get(path) or path.read_text()
         pages[path] = replace_section(text, name, render())
     return pages
 
 
-def save_kafka_ranges() -> None:
-    """Keep a copy of Kafka's ranges so that the matrix regenerates without ../shared."""
-    if SHARED_API_VERSIONS.exists():
-        KAFKA_RANGES.parent.mkdir(parents=True, exist_ok=True)
-        ranges = parse_api_versions(SHARED_API_VERSIONS.read_text())
-        KAFKA_RANGES.write_text(json.dumps(ranges, indent=1, sort_keys=True) + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="only check that the committed pages are current")
     args = parser.parse_args(argv)
-    stale = [path for path, text in rendered().items() if path.read_text() != text]
+    pages = rendered()
+    stale = [path for path, text in pages.items() if not path.exists() or path.read_text() != text]
     if args.check:
         for path in stale:
             print(f"{path.relative_to(REPO)} is out of date: run python scripts/gen_docs.py", file=sys.stderr)
         return 1 if stale else 0
-    save_kafka_ranges()
-    for path, text in rendered().items():
-        path.write_text(text)
+    for path in stale:
+        path.write_text(pages[path])
     for path in stale:
         print(f"rewrote {path.relative_to(REPO)}")
     return 0

@@ -54,3 +54,22 @@ def test_charts_are_drawn_from_the_json(tmp_path: Path) -> None:
     source = REPO / "docs" / "data" / "bench" / "vs_kafka.json"
     assert charts.main([str(source), "--out", str(tmp_path)]) == 0
     assert (tmp_path / "vs_kafka.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_kafka_42_ranges_are_kios() -> None:
+    """The copy of Kafka 4.2's ranges the matrix is built from is what kio's Kafka 4.2 classes say."""
+    gen_docs = _gen_docs()
+    from_kio = gen_docs.kio_ranges()
+    assert from_kio is not None, "kio is a test dependency (pyproject.toml)"
+    kept = json.loads((REPO / "docs" / "data" / "kafka-api-versions.json").read_text())
+    assert {int(key): row["4.2"] for key, row in kept.items() if row["4.2"] != "none"} == from_kio
+    assert from_kio[0] == "3-13" and from_kio[1] == "4-18"  # Produce and Fetch in Kafka 4.2
+
+
+def test_fault_results_have_their_chart_and_machine() -> None:
+    data = sorted((REPO / "docs" / "data" / "faults").glob("*-default.json"))
+    assert [path.name for path in data] == ["kafka-default.json", "ours-default.json"]
+    for path in data:
+        document = json.loads(path.read_text())
+        assert document["cells"] and "cores" in document["machine"], path
+    assert (REPO / "docs" / "img" / "faults" / "default.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
