@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from broker.handlers import handles
 from broker.handlers._group_support import client_host, group_coordinator
+from broker.coordinator.group.group_metadata_manager import group_store_error
 from broker.handlers._share_support import share_services
 from broker.network.request_channel import Request, Response
 from broker.security.authorizer.acl import AclOperation, ResourceType
@@ -32,6 +33,10 @@ async def handle_share_group_heartbeat(services: BrokerServices, request: Reques
         request.header.client_id or "", client_host(request), now_ms())
     if result.error is not Errors.NONE:
         return _error(request, result.error, result.message)
+    if result.records:
+        written = await share.coordinator.write(body.group_id, result.records)
+        if written is not Errors.NONE:
+            return _error(request, group_store_error(written))
     assignment = None if result.assignment is None else R.Assignment(topic_partitions=[
         R.TopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
         for topic_id, partitions in sorted(result.assignment.items())])

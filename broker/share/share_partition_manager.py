@@ -276,10 +276,11 @@ class SharePartitionManager:
             self.persist_in_background(changed)
         return len(changed)
 
-    async def delete_group(self, group_id: str) -> None:
-        """Forget a deleted group's share-partitions here and at their share coordinators."""
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            _group, topic, partition = key
+    async def delete_group(self, group_id: str, assigned: Iterable[tuple[str, int]]) -> None:
+        """Forget a deleted group's share-partitions: those held here and every one it was ever
+        assigned, wherever led, at their share coordinators (DeleteShareGroupState, as Kafka's)."""
+        held = {(topic, partition) for group, topic, partition in self.partitions if group == group_id}
+        for topic, partition in sorted(held | set(assigned)):
             try:
                 await self.delete_state(group_id, topic, partition)
             except KafkaApiError as exc:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.admin.group_configs import GroupConfigDef, GroupConfigManager, register
+from broker.coordinator.consumer.consumer_group_records import Record
 from broker.coordinator.internal_topic import InternalTopicPartitions
 from broker.coordinator.share.share_group_coordinator import ShareGroupCoordinator, ShareGroupSettings
 from broker.share.persister import Persister
@@ -32,6 +33,7 @@ from broker.share.share_partition_manager import (
     now_ms,
 )
 from broker.share.share_session_cache import ShareSessionCache
+from protocol.errors import Errors
 
 if TYPE_CHECKING:
     from broker.config import KafkaConfig
@@ -133,6 +135,16 @@ def build_share_services(config: KafkaConfig, replica_manager: ReplicaManager, m
                           config.get("request.timeout.ms"), security)
     state = ShareCoordinator(replica_manager, run_blocking, lambda: state_partitions.count,
                              config.get("share.coordinator.snapshot.update.records.per.snapshot"), write_timeout_ms)
-    return ShareServices(ShareGroupCoordinator(settings, topic, is_classic_group),
+    coordinator = ShareGroupCoordinator(settings, topic, is_classic_group)
+    manager = group_coordinator.manager
+
+    async def write(group_id: str, written: list[Record]) -> Errors:
+        return (await manager.append_records(group_id, written))[0]
+
+    coordinator.write = write
+    manager.share_groups_loaded_listeners.append(lambda groups: coordinator.load(groups, now_ms()))
+    manager.partition_unloaded_listeners.append(
+        lambda partition: coordinator.unload(lambda group_id: manager.partition_for(group_id) != partition))
+    return ShareServices(coordinator,
                          ShareSessionCache(config.get("group.share.max.share.sessions"), settings.session_timeout_ms),
                          SharePartitionManager(replica_manager, partition_config, persister, group_configs.get), state)
