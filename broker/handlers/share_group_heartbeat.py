@@ -42,7 +42,7 @@ async def handle_share_group_heartbeat(services: BrokerServices, request: Reques
         for topic_id, partitions in sorted(result.assignment.items())])
     return Response.send(request, R(
         throttle_time_ms=0, error_code=0, member_id=result.member_id, member_epoch=result.member_epoch,
-        heartbeat_interval_ms=share.coordinator.settings.heartbeat_interval_ms, assignment=assignment))
+        heartbeat_interval_ms=share.coordinator.heartbeat_interval_ms(body.group_id), assignment=assignment))
 
 
 def _error(request: Request, error: Errors, message: str | None = None) -> Response:

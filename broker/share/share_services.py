@@ -25,12 +25,12 @@ from coordination.admin_zk_client import NewTopic
 from coordination.errors import CoordinationError, TopicExistsError
 from broker.share.share_partition import SharePartitionConfig
 from broker.share.share_partition_manager import (
-    EARLIEST,
     LATEST,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     SharePartitionManager,
     now_ms,
+    parse_auto_offset_reset,
 )
 from broker.share.share_session_cache import ShareSessionCache
 from protocol.errors import Errors
@@ -87,10 +87,16 @@ class ShareServices:
                 log.exception("share-group timer failed")
 
 
-# share.auto.offset.reset and share.isolation.level as group configs (ConfigResource type GROUP).
-register(GroupConfigDef("share.auto.offset.reset", "", choices=(LATEST, EARLIEST), default=LATEST))
+# The share-group configs (ConfigResource type GROUP), as Kafka 4.2's GroupConfig has them.
+register(GroupConfigDef("share.auto.offset.reset", "", default=LATEST, parser=parse_auto_offset_reset))
 register(GroupConfigDef("share.isolation.level", "", choices=(READ_UNCOMMITTED, READ_COMMITTED),
                         default=READ_UNCOMMITTED))
+register(GroupConfigDef("share.record.lock.duration.ms", "group.share.record.lock.duration.ms",
+                        ("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")))
+register(GroupConfigDef("share.session.timeout.ms", "group.share.session.timeout.ms",
+                        ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")))
+register(GroupConfigDef("share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms",
+                        ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms")))
 
 
 def build_share_services(config: KafkaConfig, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
@@ -142,6 +148,7 @@ def build_share_services(config: KafkaConfig, replica_manager: ReplicaManager, m
         return (await manager.append_records(group_id, written))[0]
 
     coordinator.write = write
+    coordinator.group_config = group_configs.get
     manager.share_groups_loaded_listeners.append(lambda groups: coordinator.load(groups, now_ms()))
     manager.partition_unloaded_listeners.append(
         lambda partition: coordinator.unload(lambda group_id: manager.partition_for(group_id) != partition))

@@ -17,6 +17,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.coordinator.consumer.consumer_group_records import Record
 from broker.coordinator.consumer.topic_subscriptions import metadata_hash
@@ -71,7 +72,19 @@ class ShareGroupCoordinator:
         # acknowledgements may still be on their way.
         self.member_fenced_listeners: list[Callable[[str, str], None]] = []
         self.write: RecordWriter | None = None
+        # (group id, share.* name) -> the group's config (kafka-configs --entity-type groups)
+        self.group_config: Callable[[str, str], Any] | None = None
         self._background: set[asyncio.Task[None]] = set()
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._setting(group_id, "share.session.timeout.ms", self.settings.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._setting(group_id, "share.heartbeat.interval.ms", self.settings.heartbeat_interval_ms)
+
+    def _setting(self, group_id: str, name: str, default: int) -> int:
+        value = None if self.group_config is None else self.group_config(group_id, name)
+        return default if value is None else int(value)
 
     # --- heartbeat -----------------------------------------------------------------------------
 
@@ -128,7 +141,7 @@ class ShareGroupCoordinator:
         if rack_id is not None:
             member.rack_id = rack_id
         member.client_id, member.client_host = client_id, client_host
-        member.session_deadline_ms = now_ms + self.settings.session_timeout_ms
+        member.session_deadline_ms = now_ms + self.session_timeout_ms(group_id)
         if described != (member.rack_id, sorted(member.subscribed_topic_names)):
             written.append(records.member_metadata_record(group_id, member))
         self._maybe_reassign(group, bump, written)
@@ -223,6 +236,14 @@ class ShareGroupCoordinator:
         self.groups.pop(group_id, None)
         return Errors.NONE, group
 
+    async def create_empty_group(self, group_id: str) -> ShareGroup:
+        """An empty share group (AlterShareGroupOffsets on an unknown id creates one), written as its
+        epoch record so that it outlives the coordinator."""
+        group = self.groups[group_id] = ShareGroup(group_id)
+        if self.write is not None:
+            await self.write(group_id, [records.group_epoch_record(group)])
+        return group
+
     # --- durability ----------------------------------------------------------------------------
 
     def write_in_background(self, group_id: str, written: list[Record]) -> None:
@@ -245,7 +266,7 @@ class ShareGroupCoordinator:
         for group in groups:
             group.subscription_metadata = self._subscription_metadata(group)
             for member in group.members.values():
-                member.session_deadline_ms = now_ms + self.settings.session_timeout_ms
+                member.session_deadline_ms = now_ms + self.session_timeout_ms(group.group_id)
             self.groups[group.group_id] = group
 
     def unload(self, owned_here: Callable[[str], bool]) -> None:
