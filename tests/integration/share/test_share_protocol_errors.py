@@ -279,3 +279,27 @@ def wait_for_value(read: Any, expected: Any) -> Any:
     from tests.harness.waiting import wait_for
 
     return wait_for(lambda: [read()] if read() == expected else [], f"the value {expected}", 30)[0]
+
+
+def test_share_and_consumer_groups_do_not_share_ids(broker: BrokerProcess) -> None:
+    from protocol.messages import ConsumerGroupDescribeRequest
+    from tests.integration.groups.test_consumer_protocol_errors import heartbeat as consumer_heartbeat
+
+    share_group, member, _topic_id, topic = _member(broker)
+    refused = consumer_heartbeat(broker, share_group, uuid.uuid4().hex, 0, subscribed_topic_names=[topic])
+    assert (refused.error_code, refused.error_message) == (Errors.GROUP_ID_NOT_FOUND,
+                                                           f"Group {share_group} is not a consumer group.")
+    described = request(broker, ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+                        ConsumerGroupDescribeRequest(group_ids=[share_group])).groups[0]
+    assert (described.error_code, described.error_message) == (Errors.GROUP_ID_NOT_FOUND,
+                                                                f"Group {share_group} is not a consumer group.")
+    assert _heartbeat(broker, share_group, member, 0, [topic]).error_code == Errors.NONE  # unchanged
+
+    consumer_group = unique("consumer")
+    wait_for_coordinator(broker, consumer_group)
+    joined = consumer_heartbeat(broker, consumer_group, uuid.uuid4().hex, 0, subscribed_topic_names=[topic])
+    assert joined.error_code == Errors.NONE
+    answer = _heartbeat(broker, consumer_group, uuid.uuid4().hex, 0, [topic])
+    assert (answer.error_code, answer.error_message) == (Errors.GROUP_ID_NOT_FOUND,
+                                                         f"Group {consumer_group} is not a share group.")
+    assert consumer_heartbeat(broker, consumer_group, joined.member_id, joined.member_epoch).error_code == Errors.NONE
