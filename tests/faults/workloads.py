@@ -4,7 +4,8 @@
   ``kafka-verifiable-consumer.sh`` members of one group committing synchronously, as Kafka's own
   system tests drive them; their JSON events are the history.
 - ``confluent``: a confluent-kafka (librdkafka) idempotent acks=all producer and a two-member
-  group that commits synchronously after every batch.
+  group that commits synchronously after every batch (``consumer-protocol``: the same with
+  KIP-848's protocol; ``share``: two share-group members accepting every record, KIP-932).
 
 - ``txn``: a librdkafka idempotent producer (as ``confluent``) and an exactly-once copy of its
   topic to another one (``TransactionalCopier``: a read_committed group member and a transactional
@@ -71,6 +72,14 @@ class Workload:
     def check(self, bootstrap: str) -> list[str]:
         """What only this workload can check, read back after it stopped (before the common checkers)."""
         return []
+
+    def drained(self, ends: dict[int, int]) -> bool:
+        """Whether the group caught up with the topic's end offsets (by its commits)."""
+        committed: dict[int, int] = {}
+        for commit in list(self.consumers.commits):
+            for partition, offset in commit.offsets.items():
+                committed[partition] = max(committed.get(partition, 0), offset)
+        return all(committed.get(p, 0) >= end for p, end in ends.items() if end > 0)
 
 
 class _ToolProcess:
@@ -291,6 +300,119 @@ class ConsumerProtocolWorkload(ConfluentWorkload):
     name = "consumer-protocol"
     group_settings: dict[str, Any] = {"group.protocol": "consumer"}
     full_assignments = False
+
+
+class ShareGroupWorkload(ConfluentWorkload):
+    """The ``confluent`` producer, and two confluent-kafka ``ShareConsumer`` members of one share
+    group (KIP-932) that accept every record they get explicitly and commit the acceptances
+    synchronously after every poll. Checked: every acknowledged write is accepted (with the
+    broker's confirmation) by exactly one member once, unless it reached the delivery limit, and no
+    record is delivered again after its acceptance was confirmed."""
+
+    name = "share"
+    DELIVERY_LIMIT = 5  # group.share.delivery.count.limit's default
+
+    def __init__(self, bootstrap: str, topic: str, spec: WorkloadSpec) -> None:
+        super().__init__(bootstrap, topic, spec)
+        self.consumers = ConsumerHistory(self.name, topic, group=f"{topic}-sg")
+        self.deliveries: dict[str, list[tuple[float, int]]] = defaultdict(list)  # value -> (time, delivery count)
+        self.confirmed: dict[str, list[float]] = defaultdict(list)  # value -> times its acceptance was confirmed
+        self.unconfirmed: set[str] = set()  # acceptances the broker did not confirm (they may have applied)
+
+    def start(self) -> None:
+        self._start_at_earliest()
+        super().start()
+
+    def _start_at_earliest(self) -> None:
+        """share.auto.offset.reset=earliest for the group (a raw IncrementalAlterConfigs on resource
+        type GROUP), so the records written before a share-partition is first fetched count too."""
+        from protocol.api_keys import ApiKey
+        from protocol.messages import IncrementalAlterConfigsRequest as IAC
+        from tests.harness.broker import _request
+
+        host, port = self.bootstrap.split(",")[0].rsplit(":", 1)
+        answer = _request(host, int(port), ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IAC(resources=[
+            IAC.AlterConfigsResource(resource_type=32, resource_name=self.consumers.group, configs=[
+                IAC.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest")])]),
+            timeout=30)
+        assert answer.responses[0].error_code == 0, answer.responses[0]
+
+    def _consume(self) -> None:
+        from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
+
+        consumer = ShareConsumer({"bootstrap.servers": self.bootstrap, "group.id": self.consumers.group,
+                                  "share.acknowledgement.mode": "explicit", "logger": CLIENT_LOG})
+        name = f"m{uuid.uuid4().hex[:6]}"
+        consumer.subscribe([self.topic])
+        try:
+            while not self._stop.is_set() and time.monotonic() < self.spec.deadline:
+                try:
+                    polled = [m for m in consumer.poll(0.5).records()]
+                except KafkaException as exc:
+                    with self._lock:
+                        self.consumers.error(str(exc.args[0]))
+                    continue
+                batch = [m for m in polled if m.error() is None]
+                now = time.time()
+                with self._lock:
+                    for m in polled:
+                        if m.error() is not None:
+                            self.consumers.error(str(m.error()))
+                    for m in batch:
+                        value = m.value().decode()
+                        self.consumers.consumed.append((name, m.partition(), m.offset(), value))
+                        self.deliveries[value].append((now, m.delivery_count()))
+                for m in batch:
+                    consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                if batch:
+                    self._commit(consumer, batch)
+        finally:
+            consumer.close()
+
+    def _commit(self, consumer: Any, batch: list[Any]) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            results = consumer.commit_sync(30)
+            failed = {tp.partition for tp, error in results.items() if error is not None}
+        except KafkaException as exc:
+            failed = {m.partition() for m in batch}
+            with self._lock:
+                self.consumers.error(str(exc.args[0]))
+        done = time.time()
+        with self._lock:
+            self.consumers.failed_commits += bool(failed)
+            for m in batch:
+                value = m.value().decode()
+                if m.partition() in failed:
+                    self.unconfirmed.add(value)
+                else:
+                    self.confirmed[value].append(done)
+
+    def drained(self, ends: dict[int, int]) -> bool:
+        with self._lock:
+            return all(v in self.confirmed or v in self.unconfirmed for v in list(self.producer.acked))
+
+    def check(self, bootstrap: str) -> list[str]:
+        violations = []
+        twice = [v for v, times in self.confirmed.items() if len(times) > 1]
+        again = [v for v, times in self.confirmed.items()
+                 if any(t > min(times) for t, _count in self.deliveries.get(v, []))]
+        never = [v for v in self.producer.acked
+                 if v not in self.confirmed and v not in self.unconfirmed
+                 and max((c for _t, c in self.deliveries.get(v, [])), default=0) < self.DELIVERY_LIMIT]
+        if twice:
+            violations.append(f"share group accepted {len(twice)} records more than once, e.g. {twice[:3]}")
+        if again:
+            violations.append(f"share group delivered {len(again)} records again after their acceptance was "
+                              f"confirmed, e.g. {again[:3]}")
+        if never:
+            violations.append(f"share group never accepted {len(never)} acknowledged writes below the delivery "
+                              f"limit, e.g. {never[:3]}")
+        redelivered = sum(1 for d in self.deliveries.values() if len(d) > 1)
+        self.detail = (f"share: {len(self.confirmed)} accepted, {len(self.unconfirmed - set(self.confirmed))} "
+                       f"unconfirmed, {redelivered} delivered more than once")
+        return violations
 
 
 class TransactionalCopyWorkload(ConfluentWorkload):

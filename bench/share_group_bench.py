@@ -1,0 +1,244 @@
+"""Records per second through a share group (KIP-932) against a consumer group, on one broker.
+
+Starts its own ZooKeeper and one broker on free ports in a temp dir. For 1, 4 and 16 consumers on
+a topic of 1 and of 8 partitions, holding ``--records`` records of 100 bytes written beforehand:
+
+Rates count from the first records delivered (those arrive before the clock starts and are left
+out), so that joining the group is not measured.
+
+- share: confluent-kafka ``ShareConsumer`` members of one share group (``share.auto.offset.reset``
+  ``earliest``) in explicit acknowledgement mode, accepting every record; the acceptances go to the
+  broker with the next ShareFetch. Records/s from the first record delivered until the broker has
+  confirmed the acceptance of the last one (the acknowledgement commit callback), and the latency
+  from a record's delivery to the client (its acquisition) to that confirmation, p50 and p99;
+- consumer: the same number of confluent-kafka ``Consumer`` members of a classic consumer group
+  (``auto.offset.reset`` ``earliest``): records/s from the first record consumed to the last.
+
+All members run as threads of this process (librdkafka does the network work in its own threads),
+so the figures include the client's cost. A consumer group gives a partition to one member only:
+with more members than partitions the others stay idle, which a share group is there to avoid.
+Numbers go to stdout as a Markdown table and, with ``--json PATH``, as JSON.
+
+    python bench/share_group_bench.py [--records N] [--members 1,4,16] [--partitions 1,8] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.broker_bench import create_topic  # noqa: E402
+from tests.harness.broker import BrokerProcess  # noqa: E402
+from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+
+VALUE = b"x" * 100
+BROKER_SETTINGS = {"offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0",
+                   "share.coordinator.state.topic.replication.factor": "1",
+                   "share.coordinator.state.topic.min.isr": "1", "share.coordinator.state.topic.num.partitions": "1"}
+RUN_BOUND_S = 300.0
+
+
+@dataclass
+class Row:
+    group: str  # share or consumer
+    partitions: int
+    members: int
+    records: int
+    records_per_s: float
+    latency_p50_ms: float | None = None
+    latency_p99_ms: float | None = None
+
+
+@dataclass
+class _Progress:
+    """What the members of one run did, shared between their threads."""
+
+    wanted: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    first: float | None = None
+    first_count: int = 0  # records delivered with the first one (before the clock started)
+    last: float = 0.0
+    done: int = 0
+    acquired: dict[tuple[int, int], float] = field(default_factory=dict)  # (partition, offset) -> delivered at
+    latencies: list[float] = field(default_factory=list)
+    finished: threading.Event = field(default_factory=threading.Event)
+
+    def delivered(self, now: float, count: int) -> None:
+        if self.first is None:
+            self.first, self.first_count = now, count
+
+    def completed(self, count: int, now: float) -> None:
+        self.done += count
+        self.last = now
+        if self.done >= self.wanted:
+            self.finished.set()
+
+
+def produce(bootstrap: str, topic: str, partitions: int, records: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1})
+    for n in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE, partition=n % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+
+
+def share_member(bootstrap: str, group: str, topic: str, progress: _Progress, stop: threading.Event) -> None:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit"})
+
+    def on_commit(offsets: dict[Any, set[int]], error: Any) -> None:
+        now = time.monotonic()
+        if error is not None:
+            return
+        with progress.lock:
+            count = 0
+            for tp, accepted in offsets.items():
+                for offset in accepted:
+                    delivered = progress.acquired.pop((tp.partition, offset), None)
+                    if delivered is not None:
+                        progress.latencies.append(now - delivered)
+                        count += 1
+            progress.completed(count, now)
+
+    consumer.set_acknowledgement_commit_callback(on_commit)
+    consumer.subscribe([topic])
+    try:
+        while not stop.is_set():
+            polled = list(consumer.poll(0.2).records())
+            now = time.monotonic()
+            with progress.lock:
+                if polled:
+                    progress.delivered(now, len(polled))
+                for message in polled:
+                    progress.acquired[(message.partition(), message.offset())] = now
+            for message in polled:
+                consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        consumer.commit_sync(10)
+    finally:
+        consumer.close()
+
+
+def consumer_member(bootstrap: str, group: str, topic: str, progress: _Progress, stop: threading.Event) -> None:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        while not stop.is_set():
+            batch = [m for m in consumer.consume(500, 0.2) if m.error() is None]
+            if batch:
+                now = time.monotonic()
+                with progress.lock:
+                    progress.delivered(now, len(batch))
+                    progress.completed(len(batch), now)
+    finally:
+        consumer.close()
+
+
+def share_group_at_earliest(broker: BrokerProcess, group: str) -> None:
+    """share.auto.offset.reset=earliest for the group (IncrementalAlterConfigs, resource type GROUP)."""
+    from protocol.api_keys import ApiKey
+    from protocol.messages import IncrementalAlterConfigsRequest as IAC
+
+    answer = broker.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IAC(resources=[IAC.AlterConfigsResource(
+        resource_type=32, resource_name=group, configs=[
+            IAC.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest")])]))
+    assert answer.responses[0].error_code == 0, answer.responses[0]
+
+
+def measure(broker: BrokerProcess, kind: str, partitions: int, members: int, records: int) -> Row:
+    topic, group = f"bench-{kind}-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, partitions)
+    produce(broker.bootstrap, topic, partitions, records)
+    if kind == "share":
+        share_group_at_earliest(broker, group)
+    progress, stop = _Progress(records), threading.Event()
+    member = share_member if kind == "share" else consumer_member
+    threads = [threading.Thread(target=member, args=(broker.bootstrap, group, topic, progress, stop), daemon=True)
+               for _ in range(members)]
+    for thread in threads:
+        thread.start()
+    finished = progress.finished.wait(RUN_BOUND_S)
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    if not finished:
+        raise RuntimeError(f"{kind}, {partitions} partitions, {members} members: only {progress.done} of "
+                           f"{records} records in {RUN_BOUND_S:.0f} s")
+    elapsed = max(progress.last - (progress.first or progress.last), 1e-6)
+    row = Row(kind, partitions, members, records, round((progress.done - progress.first_count) / elapsed))
+    if progress.latencies:
+        cuts = statistics.quantiles(progress.latencies, n=100)
+        row.latency_p50_ms, row.latency_p99_ms = round(cuts[49] * 1000, 1), round(cuts[98] * 1000, 1)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=20000)
+    parser.add_argument("--members", default="1,4,16")
+    parser.add_argument("--partitions", default="1,8")
+    parser.add_argument("--json", type=Path, help="write the rows as JSON here")
+    args = parser.parse_args()
+    command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+    rows: list[Row] = []
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        zookeeper = ZooKeeperServer(base_dir=Path(tmp) / "zk")
+        zookeeper.start()
+        try:
+            broker = BrokerProcess(zookeeper.connect_string_with_chroot("share-bench"), 0, Path(tmp) / "broker",
+                                   BROKER_SETTINGS)
+            broker.start()
+            try:
+                measure(broker, "share", 1, 1, 100)  # creates __share_group_state: not measured
+                for partitions in (int(p) for p in args.partitions.split(",")):
+                    for members in (int(m) for m in args.members.split(",")):
+                        for kind in ("share", "consumer"):
+                            rows.append(measure(broker, kind, partitions, members, args.records))
+                            print(rows[-1], flush=True)
+            finally:
+                broker.stop()
+        finally:
+            zookeeper.close()
+    machine = f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
+    load = f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+    print(f"\n{command}\nmachine: {machine}, {load}\n")
+    print("| partitions | consumers | share group records/s | consumer group records/s | share acquisition → "
+          "acknowledgement p50 / p99 (ms) |")
+    print("| --- | --- | --- | --- | --- |")
+    by_key = {(r.group, r.partitions, r.members): r for r in rows}
+    for (kind, partitions, members), share in by_key.items():
+        if kind != "share":
+            continue
+        consumer = by_key.get(("consumer", partitions, members))
+        print(f"| {partitions} | {members} | {share.records_per_s} | {consumer.records_per_s if consumer else ''} | "
+              f"{share.latency_p50_ms} / {share.latency_p99_ms} |")
+    if args.json:
+        args.json.write_text(json.dumps({"command": command, "machine": machine, "load": load,
+                                         "rows": [asdict(r) for r in rows]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
