@@ -247,8 +247,8 @@ class ShareGroupCoordinator:
     # --- durability ----------------------------------------------------------------------------
 
     def write_in_background(self, group_id: str, written: list[Record]) -> None:
-        """Append records no request waits for (a fenced member's); a lost write is redone by the
-        group's next change, as the group's in-memory state stays authoritative while loaded."""
+        """Append records no request waits for (a fenced member's); a failed write is logged, and
+        the group's in-memory state stays authoritative while this broker coordinates it."""
         if not written or self.write is None:
             return
         task = asyncio.get_running_loop().create_task(self._write_logged(group_id, written))
