@@ -1,18 +1,21 @@
 """Records per second through a share group (KIP-932) against a consumer group, on one broker.
 
 Starts its own ZooKeeper and one broker on free ports in a temp dir. For 1, 4 and 16 consumers on
-a topic of 1 and of 8 partitions, holding ``--records`` records of 100 bytes written beforehand:
+a topic of 1 and of 8 partitions: the members start, a warm-up record per partition shows that
+every partition is being read (a share group starts at the log's end, ``share.auto.offset.reset``
+``latest``), then ``--records`` records of 100 bytes are written as fast as the producer goes:
 
-Rates count from the first records delivered (those arrive before the clock starts and are left
-out), so that joining the group is not measured.
+- share: confluent-kafka ``ShareConsumer`` members of one share group in explicit acknowledgement
+  mode, accepting every record; the acceptances go to the broker with the next ShareFetch.
+  Records/s until the broker has confirmed the acceptance of the last one (the acknowledgement
+  commit callback), and the latency from a record's delivery to the client (its acquisition) to
+  that confirmation, p50 and p99;
+- consumer: the same number of confluent-kafka ``Consumer`` members of a classic consumer group:
+  records/s until the last record is consumed.
 
-- share: confluent-kafka ``ShareConsumer`` members of one share group (``share.auto.offset.reset``
-  ``earliest``) in explicit acknowledgement mode, accepting every record; the acceptances go to the
-  broker with the next ShareFetch. Records/s from the first record delivered until the broker has
-  confirmed the acceptance of the last one (the acknowledgement commit callback), and the latency
-  from a record's delivery to the client (its acquisition) to that confirmation, p50 and p99;
-- consumer: the same number of confluent-kafka ``Consumer`` members of a classic consumer group
-  (``auto.offset.reset`` ``earliest``): records/s from the first record consumed to the last.
+Rates run from the first write to the last record done, so that neither joining the group nor the
+warm-up is measured; the producer writes while the members consume, so a rate near the
+producer's own is a bound of this set-up, not of the group.
 
 All members run as threads of this process (librdkafka does the network work in its own threads),
 so the figures include the client's cost. A consumer group gives a partition to one member only:
@@ -40,11 +43,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.broker_bench import create_topic  # noqa: E402
-from tests.harness.broker import BrokerProcess  # noqa: E402
-from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+from bench.broker_bench import create_topic
+from tests.harness.broker import BrokerProcess
+from tests.harness.zookeeper import ZooKeeperServer
 
 VALUE = b"x" * 100
+WARM_UP = b"warm-up"
 BROKER_SETTINGS = {"offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0",
                    "share.coordinator.state.topic.replication.factor": "1",
                    "share.coordinator.state.topic.min.isr": "1", "share.coordinator.state.topic.num.partitions": "1"}
@@ -67,18 +71,18 @@ class _Progress:
     """What the members of one run did, shared between their threads."""
 
     wanted: int
+    warmed: set[int] = field(default_factory=set)  # partitions whose warm-up record arrived
     lock: threading.Lock = field(default_factory=threading.Lock)
     first: float | None = None
-    first_count: int = 0  # records delivered with the first one (before the clock started)
     last: float = 0.0
     done: int = 0
     acquired: dict[tuple[int, int], float] = field(default_factory=dict)  # (partition, offset) -> delivered at
     latencies: list[float] = field(default_factory=list)
     finished: threading.Event = field(default_factory=threading.Event)
 
-    def delivered(self, now: float, count: int) -> None:
+    def delivered(self, now: float) -> None:
         if self.first is None:
-            self.first, self.first_count = now, count
+            self.first = now
 
     def completed(self, count: int, now: float) -> None:
         self.done += count
@@ -128,9 +132,11 @@ def share_member(bootstrap: str, group: str, topic: str, progress: _Progress, st
             polled = list(consumer.poll(0.2).records())
             now = time.monotonic()
             with progress.lock:
-                if polled:
-                    progress.delivered(now, len(polled))
-                for message in polled:
+                ours = [m for m in polled if m.value() != WARM_UP]
+                progress.warmed.update(m.partition() for m in polled if m.value() == WARM_UP)
+                if ours:
+                    progress.delivered(now)
+                for message in ours:
                     progress.acquired[(message.partition(), message.offset())] = now
             for message in polled:
                 consumer.acknowledge(message, AcknowledgeType.ACCEPT)
@@ -146,39 +152,50 @@ def consumer_member(bootstrap: str, group: str, topic: str, progress: _Progress,
     consumer.subscribe([topic])
     try:
         while not stop.is_set():
-            batch = [m for m in consumer.consume(500, 0.2) if m.error() is None]
+            polled = [m for m in consumer.consume(500, 0.2) if m.error() is None]
+            batch = [m for m in polled if m.value() != WARM_UP]
+            with progress.lock:
+                progress.warmed.update(m.partition() for m in polled if m.value() == WARM_UP)
             if batch:
                 now = time.monotonic()
                 with progress.lock:
-                    progress.delivered(now, len(batch))
+                    progress.delivered(now)
                     progress.completed(len(batch), now)
     finally:
         consumer.close()
 
 
-def share_group_at_earliest(broker: BrokerProcess, group: str) -> None:
-    """share.auto.offset.reset=earliest for the group (IncrementalAlterConfigs, resource type GROUP)."""
-    from protocol.api_keys import ApiKey
-    from protocol.messages import IncrementalAlterConfigsRequest as IAC
+def warm_up(bootstrap: str, topic: str, partitions: int, progress: _Progress) -> None:
+    """A warm-up record to each partition until one of each reached a member."""
+    from confluent_kafka import Producer
 
-    answer = broker.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IAC(resources=[IAC.AlterConfigsResource(
-        resource_type=32, resource_name=group, configs=[
-            IAC.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest")])]))
-    assert answer.responses[0].error_code == 0, answer.responses[0]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    deadline = time.monotonic() + RUN_BOUND_S
+    while True:
+        with progress.lock:
+            missing = set(range(partitions)) - progress.warmed
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: no warm-up record of partitions {sorted(missing)} arrived")
+        for partition in missing:
+            producer.produce(topic, WARM_UP, partition=partition)
+        producer.flush(10)
+        time.sleep(0.5)
 
 
 def measure(broker: BrokerProcess, kind: str, partitions: int, members: int, records: int) -> Row:
     topic, group = f"bench-{kind}-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, partitions)
-    produce(broker.bootstrap, topic, partitions, records)
-    if kind == "share":
-        share_group_at_earliest(broker, group)
     progress, stop = _Progress(records), threading.Event()
     member = share_member if kind == "share" else consumer_member
     threads = [threading.Thread(target=member, args=(broker.bootstrap, group, topic, progress, stop), daemon=True)
                for _ in range(members)]
     for thread in threads:
         thread.start()
+    warm_up(broker.bootstrap, topic, partitions, progress)
+    progress.first = time.monotonic()  # the clock runs from the first write to the last record done
+    produce(broker.bootstrap, topic, partitions, records)
     finished = progress.finished.wait(RUN_BOUND_S)
     stop.set()
     for thread in threads:
@@ -187,7 +204,7 @@ def measure(broker: BrokerProcess, kind: str, partitions: int, members: int, rec
         raise RuntimeError(f"{kind}, {partitions} partitions, {members} members: only {progress.done} of "
                            f"{records} records in {RUN_BOUND_S:.0f} s")
     elapsed = max(progress.last - (progress.first or progress.last), 1e-6)
-    row = Row(kind, partitions, members, records, round((progress.done - progress.first_count) / elapsed))
+    row = Row(kind, partitions, members, records, round(progress.done / elapsed))
     if progress.latencies:
         cuts = statistics.quantiles(progress.latencies, n=100)
         row.latency_p50_ms, row.latency_p99_ms = round(cuts[49] * 1000, 1), round(cuts[98] * 1000, 1)

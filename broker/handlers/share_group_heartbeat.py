@@ -3,9 +3,9 @@ the member epoch, the heartbeat interval and the member's assignment when it cha
 
 from __future__ import annotations
 
+from broker.coordinator.group.group_metadata_manager import group_store_error
 from broker.handlers import handles
 from broker.handlers._group_support import client_host, group_coordinator
-from broker.coordinator.group.group_metadata_manager import group_store_error
 from broker.handlers._share_support import share_services
 from broker.network.request_channel import Request, Response
 from broker.security.authorizer.acl import AclOperation, ResourceType

@@ -42,6 +42,7 @@ from tests.harness.transactional_copy import TransactionalCopier
 RATE = 100  # messages/s per producer: enough to see every fault, light enough for two shared cores
 ABORT_EVERY = 5  # the copier aborts every fifth transaction on purpose: the copy always holds aborted data
 OPEN_TRANSACTION_BOUND = 60.0  # s: a transaction left open must be aborted on its timeout (10 s) by then
+WARM_UP = b"warm-up"  # the share workload's records that only show its share-partitions exist
 CLIENT_LOG = logging.getLogger("faults.librdkafka")  # librdkafka's complaints during faults go here, not to stderr
 
 
@@ -307,7 +308,12 @@ class ShareGroupWorkload(ConfluentWorkload):
     group (KIP-932) that accept every record they get explicitly and commit the acceptances
     synchronously after every poll. Checked: every acknowledged write is accepted (with the
     broker's confirmation) by exactly one member once, unless it reached the delivery limit, and no
-    record is delivered again after its acceptance was confirmed."""
+    record is delivered again after its acceptance was confirmed.
+
+    A share-partition starts at the log's end when first fetched (``share.auto.offset.reset`` is
+    ``latest``), so the producer starts only once a warm-up record of every partition reached a
+    member: from then on every record written is the group's to deliver. Warm-up records are
+    accepted and left out of the history."""
 
     name = "share"
     DELIVERY_LIMIT = 5  # group.share.delivery.count.limit's default
@@ -318,24 +324,30 @@ class ShareGroupWorkload(ConfluentWorkload):
         self.deliveries: dict[str, list[tuple[float, int]]] = defaultdict(list)  # value -> (time, delivery count)
         self.confirmed: dict[str, list[float]] = defaultdict(list)  # value -> times its acceptance was confirmed
         self.unconfirmed: set[str] = set()  # acceptances the broker did not confirm (they may have applied)
+        self._warmed: set[int] = set()  # partitions whose warm-up record reached a member
 
     def start(self) -> None:
-        self._start_at_earliest()
-        super().start()
+        for thread in self._member_threads:
+            thread.start()
+        self._warm_up()
+        self._producer_thread.start()
 
-    def _start_at_earliest(self) -> None:
-        """share.auto.offset.reset=earliest for the group (a raw IncrementalAlterConfigs on resource
-        type GROUP), so the records written before a share-partition is first fetched count too."""
-        from protocol.api_keys import ApiKey
-        from protocol.messages import IncrementalAlterConfigsRequest as IAC
-        from tests.harness.broker import _request
+    def _warm_up(self, timeout: float = 60.0) -> None:
+        from confluent_kafka import Producer
 
-        host, port = self.bootstrap.split(",")[0].rsplit(":", 1)
-        answer = _request(host, int(port), ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IAC(resources=[
-            IAC.AlterConfigsResource(resource_type=32, resource_name=self.consumers.group, configs=[
-                IAC.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest")])]),
-            timeout=30)
-        assert answer.responses[0].error_code == 0, answer.responses[0]
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0, "logger": CLIENT_LOG})
+        partitions = len(producer.list_topics(self.topic, timeout=30).topics[self.topic].partitions)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                missing = set(range(partitions)) - self._warmed
+            if not missing:
+                return
+            for partition in missing:
+                producer.produce(self.topic, WARM_UP, partition=partition)
+            producer.flush(5)
+            self._stop.wait(0.5)
+        self.consumers.error(f"share group: warm-up records of {partitions} partitions did not arrive in {timeout} s")
 
     def _consume(self) -> None:
         from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
@@ -359,13 +371,17 @@ class ShareGroupWorkload(ConfluentWorkload):
                         if m.error() is not None:
                             self.consumers.error(str(m.error()))
                     for m in batch:
+                        if m.value() == WARM_UP:
+                            self._warmed.add(m.partition())
+                            continue
                         value = m.value().decode()
                         self.consumers.consumed.append((name, m.partition(), m.offset(), value))
                         self.deliveries[value].append((now, m.delivery_count()))
                 for m in batch:
                     consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                ours = [m for m in batch if m.value() != WARM_UP]
                 if batch:
-                    self._commit(consumer, batch)
+                    self._commit(consumer, ours)
         finally:
             consumer.close()
 

@@ -22,7 +22,12 @@ from typing import Any
 from broker.coordinator.consumer.consumer_group_records import Record
 from broker.coordinator.consumer.topic_subscriptions import metadata_hash
 from broker.coordinator.share import share_group_records as records
-from broker.coordinator.share.share_group import Assignment, ShareGroup, ShareGroupMember, simple_assign
+from broker.coordinator.share.share_group import (
+    Assignment,
+    ShareGroup,
+    ShareGroupMember,
+    simple_assign,
+)
 from protocol.errors import Errors
 
 log = logging.getLogger(__name__)

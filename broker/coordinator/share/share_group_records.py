@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.coordinator.consumer.consumer_group_records import Record, record_type
-from broker.coordinator.share.share_group import Assignment, ShareGroup, ShareGroupMember
+from broker.coordinator.share.share_group import (
+    Assignment,
+    ShareGroup,
+    ShareGroupMember,
+)
 from protocol.coordinator_record_codec import INT16
 from protocol.messages import message_class
 

@@ -14,9 +14,13 @@ from protocol.errors import Errors
 from protocol.messages import (
     DeleteGroupsRequest,
     FindCoordinatorRequest,
-    ReadShareGroupStateSummaryRequest as Summary,
-    ShareFetchRequest as F,
     ShareGroupHeartbeatRequest,
+)
+from protocol.messages import (
+    ReadShareGroupStateSummaryRequest as Summary,
+)
+from protocol.messages import (
+    ShareFetchRequest as F,
 )
 from tests.harness.broker import BrokerCluster, BrokerProcess
 from tests.harness.waiting import wait_for
@@ -61,9 +65,12 @@ def test_deleting_a_share_group_deletes_the_state_of_all_its_partitions(cluster3
                          "the topic's leaders", 30)[0]
     topic_id, leaders = described.topic_id, {p.partition_index: p.leader_id for p in described.partitions}
     assert len(set(leaders.values())) > 1  # led by several brokers
-    coordinator = cluster3.brokers[wait_for(lambda: (lambda a: a.node_id + 1 if a.error_code == 0 else 0)(
-        first.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=group, key_type=0))),
-        "a group coordinator", 30) - 1]
+
+    def found() -> list[int]:
+        answer = first.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=group, key_type=0))
+        return [answer.node_id] if answer.error_code == Errors.NONE else []
+
+    coordinator = cluster3.brokers[wait_for(found, "a group coordinator", 30)[0]]
 
     def heartbeat(epoch: int, topics: list[str] | None = None) -> Any:
         return coordinator.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, ShareGroupHeartbeatRequest(

@@ -11,7 +11,11 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
-from protocol.messages import DeleteGroupsRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
+from protocol.messages import (
+    DeleteGroupsRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
 from tests.harness.broker import BrokerProcess
 from tests.harness.waiting import wait_for
 from tests.integration.groups.group_helpers import request, unique, wait_for_coordinator

@@ -26,7 +26,13 @@ from protocol.messages import (
 )
 from protocol.records.builder import RecordBatchBuilder
 from tests.harness.broker import BrokerProcess
-from tests.integration.groups.group_helpers import join_group, request, stable_member, unique, wait_for_coordinator
+from tests.integration.groups.group_helpers import (
+    join_group,
+    request,
+    stable_member,
+    unique,
+    wait_for_coordinator,
+)
 from tests.integration.share.share_helpers import STATE_TOPIC
 
 BROKER_OVERRIDES = {"offsets.topic.num.partitions": "1", **STATE_TOPIC, "group.share.max.size": "2"}
@@ -236,7 +242,8 @@ def test_share_group_offsets_describe_alter_and_delete(broker: BrokerProcess) ->
 
 
 def test_share_group_configs_are_validated_described_and_applied(broker: BrokerProcess) -> None:
-    from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest as IAC
+    from protocol.messages import DescribeConfigsRequest
+    from protocol.messages import IncrementalAlterConfigsRequest as IAC
 
     group, member, topic_id, topic = _member(broker)
 
@@ -283,7 +290,9 @@ def wait_for_value(read: Any, expected: Any) -> Any:
 
 def test_share_and_consumer_groups_do_not_share_ids(broker: BrokerProcess) -> None:
     from protocol.messages import ConsumerGroupDescribeRequest
-    from tests.integration.groups.test_consumer_protocol_errors import heartbeat as consumer_heartbeat
+    from tests.integration.groups.test_consumer_protocol_errors import (
+        heartbeat as consumer_heartbeat,
+    )
 
     share_group, member, _topic_id, topic = _member(broker)
     refused = consumer_heartbeat(broker, share_group, uuid.uuid4().hex, 0, subscribed_topic_names=[topic])
