@@ -311,7 +311,7 @@ class ShareGroupWorkload(ConfluentWorkload):
     record is delivered again after its acceptance was confirmed.
 
     A share-partition starts at the log's end when first fetched (``share.auto.offset.reset`` is
-    ``latest``), so the producer starts only once a warm-up record of every partition reached a
+    ``latest``), so the producer writes only once a warm-up record of every partition reached a
     member: from then on every record written is the group's to deliver. Warm-up records are
     accepted and left out of the history."""
 
@@ -326,11 +326,9 @@ class ShareGroupWorkload(ConfluentWorkload):
         self.unconfirmed: set[str] = set()  # acceptances the broker did not confirm (they may have applied)
         self._warmed: set[int] = set()  # partitions whose warm-up record reached a member
 
-    def start(self) -> None:
-        for thread in self._member_threads:
-            thread.start()
-        self._warm_up()
-        self._producer_thread.start()
+    def _produce(self) -> None:
+        self._warm_up()  # in the producer's thread: the round's other workloads start meanwhile
+        super()._produce()
 
     def _warm_up(self, timeout: float = 60.0) -> None:
         from confluent_kafka import Producer
