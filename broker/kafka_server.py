@@ -262,6 +262,9 @@ class KafkaServer:
             replica_manager.leadership_listeners += [self.services.share.partitions.on_leadership_change,
                                                      self.services.share.state.on_leadership_change]
             self.services.share.startup()
+            if self.services.consumer_group_coordinator is not None:  # a group id is of one kind only
+                share_groups = self.services.share.coordinator.groups
+                self.services.consumer_group_coordinator.is_share_group = share_groups.__contains__
         # The dynamic configs from ZooKeeper before the listeners open (a dynamic keystore is served from the start).
         await loop.run_in_executor(None, dynamic_broker_config.install, self.services, self._ssl_factories())
         # The finalized features too: ApiVersions answers them from the first request.

@@ -7,7 +7,7 @@ lie within the broker's min/max for that setting, as Kafka validates it.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +22,12 @@ class GroupConfigDef:
     bounds: tuple[str, str] | None = None  # broker keys of its minimum and maximum
     choices: tuple[str, ...] = ()
     default: Any = None  # for a config with no broker setting behind it (share.auto.offset.reset)
+    # a string config's own parser (the typed value; ValueError saying why it is invalid)
+    parser: Callable[[str], Any] | None = None
 
     @property
     def config_type(self) -> ConfigType:
-        return ConfigType.STRING if self.choices else ConfigType.INT
+        return ConfigType.STRING if self.choices or self.parser else ConfigType.INT
 
 
 GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
@@ -58,6 +60,13 @@ def validate_group_config(props: Mapping[str, str], broker: Any) -> dict[str, An
                                                            f"String must be one of: {', '.join(definition.choices)}")
             typed[name] = raw.lower()
             continue
+        if definition.parser is not None:
+            try:
+                typed[name] = definition.parser(raw)
+            except ValueError as exc:
+                raise KafkaApiError(Errors.INVALID_CONFIG,
+                                    f"Invalid value {raw} for configuration {name}: {exc}") from None
+            continue
         try:
             value = int(raw.strip())
         except ValueError:
@@ -69,11 +78,14 @@ def validate_group_config(props: Mapping[str, str], broker: Any) -> dict[str, An
                 raise KafkaApiError(Errors.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
                                                            f"Value must be between {low} and {high}")
         typed[name] = value
-    session, heartbeat = (typed.get(f"consumer.{k}", broker.get(f"group.consumer.{k}"))
-                          for k in ("session.timeout.ms", "heartbeat.interval.ms"))
-    if heartbeat >= session:
-        raise KafkaApiError(Errors.INVALID_CONFIG, "consumer.heartbeat.interval.ms must be less than "
-                                                   "consumer.session.timeout.ms")
+    for kind in ("consumer", "share"):
+        if f"{kind}.session.timeout.ms" not in GROUP_CONFIG_DEFS:
+            continue
+        session, heartbeat = (typed.get(f"{kind}.{k}", broker.get(f"group.{kind}.{k}"))
+                              for k in ("session.timeout.ms", "heartbeat.interval.ms"))
+        if heartbeat >= session:
+            raise KafkaApiError(Errors.INVALID_CONFIG, f"{kind}.heartbeat.interval.ms must be less than "
+                                                       f"{kind}.session.timeout.ms")
     return typed
 
 

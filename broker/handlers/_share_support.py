@@ -99,9 +99,11 @@ async def delete_share_groups(services: BrokerServices, names: list[str]) -> dic
     results = {}
     for name in names:
         if name in services.share.coordinator.groups:
-            results[name] = services.share.coordinator.delete_group(name)
-            if results[name] is Errors.NONE:
-                await services.share.partitions.delete_group(name)
+            results[name], group = await services.share.coordinator.delete_group(name)
+            if group is not None:
+                await services.share.partitions.delete_group(name, [
+                    (topic, partition) for topic, partitions in group.initialized_topics.values()
+                    for partition in partitions])
     return results
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.coordinator.share.share_group import ShareGroup
 from broker.handlers import handles
 from broker.handlers._share_support import share_group_or_error, share_services, top_level_error
 from broker.network.request_channel import Request, Response
@@ -27,7 +26,7 @@ async def handle_alter_share_group_offsets(services: BrokerServices, request: Re
     share = share_services(services)
     error, group = share_group_or_error(services, request, body.group_id, AclOperation.READ)
     if error is Errors.GROUP_ID_NOT_FOUND and not share.coordinator.is_other_group_type(body.group_id):
-        group = share.coordinator.groups[body.group_id] = ShareGroup(body.group_id)
+        group = await share.coordinator.create_empty_group(body.group_id)
     elif group is None:
         return Response.send(request, _error_response(request, error))
     if group.members:

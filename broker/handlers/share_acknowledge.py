@@ -66,7 +66,8 @@ async def handle_share_acknowledge(services: BrokerServices, request: Request) -
             partition_index=partition, error_code=int(Errors.UNKNOWN_TOPIC_ID),
             current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)))
     return Response.send(request, R(
-        throttle_time_ms=0, error_code=0, acquisition_lock_timeout_ms=share.partitions.config.record_lock_duration_ms,
+        throttle_time_ms=0, error_code=0,
+        acquisition_lock_timeout_ms=share.partitions.record_lock_duration_ms(body.group_id),
         responses=[R.ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=partitions)
                    for topic_id, partitions in by_topic.items()],
         node_endpoints=[R.NodeEndpoint(node_id=node_id, host=host, port=port, rack=rack)

@@ -114,7 +114,7 @@ async def handle_share_fetch(services: BrokerServices, request: Request) -> Resp
                 results[tp] = ShareFetchPartitionResult(error)
         results.update({tp: ShareFetchPartitionResult(error) for tp, error in not_loaded.items()})
         return answer(request, lambda: _response(services, request, results, ack_errors, denied, topic_ids, unknown,
-                                                 partitions.config.record_lock_duration_ms))
+                                                 partitions.record_lock_duration_ms(body.group_id)))
 
     results = acquire()
     if _has_data(results) or body.max_wait_ms <= 0 or not fetch_tps:

@@ -3,6 +3,7 @@ the member epoch, the heartbeat interval and the member's assignment when it cha
 
 from __future__ import annotations
 
+from broker.coordinator.group.group_metadata_manager import group_store_error
 from broker.handlers import handles
 from broker.handlers._group_support import client_host, group_coordinator
 from broker.handlers._share_support import share_services
@@ -32,12 +33,16 @@ async def handle_share_group_heartbeat(services: BrokerServices, request: Reques
         request.header.client_id or "", client_host(request), now_ms())
     if result.error is not Errors.NONE:
         return _error(request, result.error, result.message)
+    if result.records:
+        written = await share.coordinator.write(body.group_id, result.records)
+        if written is not Errors.NONE:
+            return _error(request, group_store_error(written))
     assignment = None if result.assignment is None else R.Assignment(topic_partitions=[
         R.TopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
         for topic_id, partitions in sorted(result.assignment.items())])
     return Response.send(request, R(
         throttle_time_ms=0, error_code=0, member_id=result.member_id, member_epoch=result.member_epoch,
-        heartbeat_interval_ms=share.coordinator.settings.heartbeat_interval_ms, assignment=assignment))
+        heartbeat_interval_ms=share.coordinator.heartbeat_interval_ms(body.group_id), assignment=assignment))
 
 
 def _error(request: Request, error: Errors, message: str | None = None) -> Response:

@@ -18,7 +18,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from broker.replica_manager import FetchPartitionSpec, PartitionReadResult, ReplicaManager
@@ -55,6 +55,22 @@ def duration_ms(text: str) -> int:
                + float(seconds or 0) * 1000)
 
 
+def parse_auto_offset_reset(text: str) -> str:
+    """share.auto.offset.reset as Kafka 4.2 accepts it: latest, earliest or by_duration:<ISO-8601>."""
+    value = text.strip()
+    if value.lower() in (LATEST, EARLIEST):
+        return value.lower()
+    if value.lower().startswith(BY_DURATION):
+        duration = value[len(BY_DURATION):].strip().upper()
+        try:
+            duration_ms(duration)
+        except ValueError:
+            raise ValueError(f"Invalid duration {duration!r} for by_duration: it must be an ISO-8601 duration "
+                             "(PnDTnHnMn.nS) and not negative") from None
+        return BY_DURATION + duration
+    raise ValueError("The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.")
+
+
 def persister_error(error: Errors) -> Errors:
     """A share-partition's error for a failed state read or write (Kafka's fetchPersisterError):
     the share coordinator unavailable stays so, a fenced epoch means another leader owns it."""
@@ -81,7 +97,7 @@ def now_ms() -> int:
 
 class SharePartitionManager:
     def __init__(self, replica_manager: ReplicaManager, config: SharePartitionConfig, persister: Persister,
-                 group_config: Callable[[str, str], Any] = lambda _group, name: SHARE_GROUP_CONFIG_DEFAULTS[name]
+                 group_config: Callable[[str, str], Any] = lambda _group, name: SHARE_GROUP_CONFIG_DEFAULTS.get(name)
                  ) -> None:
         self.replica_manager = replica_manager
         self.config = config
@@ -93,6 +109,17 @@ class SharePartitionManager:
 
     def read_committed(self, group_id: str) -> bool:
         return self._group_config(group_id, "share.isolation.level") == READ_COMMITTED
+
+    def record_lock_duration_ms(self, group_id: str) -> int:
+        return self._partition_config(group_id).record_lock_duration_ms
+
+    def _partition_config(self, group_id: str) -> SharePartitionConfig:
+        """The broker's share-partition settings with the group's share.record.lock.duration.ms,
+        read at every fetch and acknowledgement so that a changed group config applies at once."""
+        lock_ms = self._group_config(group_id, "share.record.lock.duration.ms")
+        if lock_ms is None or lock_ms == self.config.record_lock_duration_ms:
+            return self.config
+        return replace(self.config, record_lock_duration_ms=lock_ms)
 
     # --- share partitions ----------------------------------------------------------------------
 
@@ -135,6 +162,7 @@ class SharePartitionManager:
         if found is None:
             self.replica_manager.leader_partition_and_log(topic, partition)  # NOT_LEADER_OR_FOLLOWER, ...
             raise KafkaApiError(Errors.COORDINATOR_NOT_AVAILABLE)  # leader, but its state is not loaded
+        found.config = self._partition_config(group_id)
         return found
 
     # --- writing the state back -----------------------------------------------------------------
@@ -258,6 +286,7 @@ class SharePartitionManager:
                 except KafkaApiError as exc:
                     errors[tp] = exc.error
                 continue
+            share_partition.config = self._partition_config(group_id)  # RENEW locks for the group's duration
             share_partition.expire_locks(now)
             errors[tp] = share_partition.acknowledge(member_id, batches, now)
         return errors
@@ -276,10 +305,11 @@ class SharePartitionManager:
             self.persist_in_background(changed)
         return len(changed)
 
-    async def delete_group(self, group_id: str) -> None:
-        """Forget a deleted group's share-partitions here and at their share coordinators."""
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            _group, topic, partition = key
+    async def delete_group(self, group_id: str, assigned: Iterable[tuple[str, int]]) -> None:
+        """Forget a deleted group's share-partitions: those held here and every one it was ever
+        assigned, wherever led, at their share coordinators (DeleteShareGroupState, as Kafka's)."""
+        held = {(topic, partition) for group, topic, partition in self.partitions if group == group_id}
+        for topic, partition in sorted(held | set(assigned)):
             try:
                 await self.delete_state(group_id, topic, partition)
             except KafkaApiError as exc:

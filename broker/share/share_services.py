@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.admin.group_configs import GroupConfigDef, GroupConfigManager, register
+from broker.coordinator.consumer.consumer_group_records import Record
 from broker.coordinator.internal_topic import InternalTopicPartitions
 from broker.coordinator.share.share_group_coordinator import ShareGroupCoordinator, ShareGroupSettings
 from broker.share.persister import Persister
@@ -24,14 +25,15 @@ from coordination.admin_zk_client import NewTopic
 from coordination.errors import CoordinationError, TopicExistsError
 from broker.share.share_partition import SharePartitionConfig
 from broker.share.share_partition_manager import (
-    EARLIEST,
     LATEST,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     SharePartitionManager,
     now_ms,
+    parse_auto_offset_reset,
 )
 from broker.share.share_session_cache import ShareSessionCache
+from protocol.errors import Errors
 
 if TYPE_CHECKING:
     from broker.config import KafkaConfig
@@ -85,10 +87,16 @@ class ShareServices:
                 log.exception("share-group timer failed")
 
 
-# share.auto.offset.reset and share.isolation.level as group configs (ConfigResource type GROUP).
-register(GroupConfigDef("share.auto.offset.reset", "", choices=(LATEST, EARLIEST), default=LATEST))
+# The share-group configs (ConfigResource type GROUP), as Kafka 4.2's GroupConfig has them.
+register(GroupConfigDef("share.auto.offset.reset", "", default=LATEST, parser=parse_auto_offset_reset))
 register(GroupConfigDef("share.isolation.level", "", choices=(READ_UNCOMMITTED, READ_COMMITTED),
                         default=READ_UNCOMMITTED))
+register(GroupConfigDef("share.record.lock.duration.ms", "group.share.record.lock.duration.ms",
+                        ("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")))
+register(GroupConfigDef("share.session.timeout.ms", "group.share.session.timeout.ms",
+                        ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")))
+register(GroupConfigDef("share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms",
+                        ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms")))
 
 
 def build_share_services(config: KafkaConfig, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
@@ -133,6 +141,17 @@ def build_share_services(config: KafkaConfig, replica_manager: ReplicaManager, m
                           config.get("request.timeout.ms"), security)
     state = ShareCoordinator(replica_manager, run_blocking, lambda: state_partitions.count,
                              config.get("share.coordinator.snapshot.update.records.per.snapshot"), write_timeout_ms)
-    return ShareServices(ShareGroupCoordinator(settings, topic, is_classic_group),
+    coordinator = ShareGroupCoordinator(settings, topic, is_classic_group)
+    manager = group_coordinator.manager
+
+    async def write(group_id: str, written: list[Record]) -> Errors:
+        return (await manager.append_records(group_id, written))[0]
+
+    coordinator.write = write
+    coordinator.group_config = group_configs.get
+    manager.share_groups_loaded_listeners.append(lambda groups: coordinator.load(groups, now_ms()))
+    manager.partition_unloaded_listeners.append(
+        lambda partition: coordinator.unload(lambda group_id: manager.partition_for(group_id) != partition))
+    return ShareServices(coordinator,
                          ShareSessionCache(config.get("group.share.max.share.sessions"), settings.session_timeout_ms),
                          SharePartitionManager(replica_manager, partition_config, persister, group_configs.get), state)

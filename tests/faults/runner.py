@@ -1,7 +1,7 @@
 """Rounds: workloads start, the nemesis strikes and heals, the cluster must heal, the checkers judge.
 
 A round on a healthy cluster: fresh topics (3 partitions, RF=3, min.insync.replicas=2), the
-``java``, ``confluent`` and ``txn`` workloads on them (``txn`` copies its topic to one more), ``WARMUP`` seconds of calm, the fault for its
+``java``, ``confluent``, ``consumer-protocol``, ``share`` and ``txn`` workloads on them (``txn`` copies its topic to one more), ``WARMUP`` seconds of calm, the fault for its
 duration, healing, the wait for a healthy cluster (its length is the recovery time, bounded by
 ``RECOVERY_BOUND``), the producers finishing, the groups catching up, then the whole topics and the
 groups' ``__consumer_offsets`` records are read back and checked.
@@ -25,6 +25,7 @@ from tests.faults.workloads import (
     ConfluentWorkload,
     ConsumerProtocolWorkload,
     JavaWorkload,
+    ShareGroupWorkload,
     TransactionalCopyWorkload,
     Workload,
     WorkloadSpec,
@@ -74,7 +75,7 @@ class Runner:
         round_dir = self.work_dir / f"round-{index:03d}-{nemesis.name}"
         round_dir.mkdir(parents=True, exist_ok=True)
         topics = {"java": f"f{index:03d}-{nemesis.name}-java", "confluent": f"f{index:03d}-{nemesis.name}-ck",
-                  "consumer-protocol": f"f{index:03d}-{nemesis.name}-cp",
+                  "consumer-protocol": f"f{index:03d}-{nemesis.name}-cp", "share": f"f{index:03d}-{nemesis.name}-sh",
                   "txn": f"f{index:03d}-{nemesis.name}-tx", "txn-copy": f"f{index:03d}-{nemesis.name}-tx-copy"}
         for topic in topics.values():
             self.cluster.create_topic(topic, PARTITIONS)
@@ -84,6 +85,7 @@ class Runner:
         workloads: list[Workload] = [JavaWorkload(self.cli, bootstrap, topics["java"], spec, round_dir),
                                      ConfluentWorkload(bootstrap, topics["confluent"], spec),
                                      ConsumerProtocolWorkload(bootstrap, topics["consumer-protocol"], spec),
+                                     ShareGroupWorkload(bootstrap, topics["share"], spec),
                                      TransactionalCopyWorkload(bootstrap, topics["txn"], topics["txn-copy"], spec)]
         say(f"round {index}: {nemesis.name} for {nemesis.duration:.0f}s")
         recovery: float | None = None
@@ -136,7 +138,7 @@ class Runner:
         deadline = min(spec.deadline, time.monotonic() + DRAIN_BOUND)
         ends = {w.name: end_offsets(self.cluster.bootstrap, w.producer.topic) for w in workloads}
         while time.monotonic() < deadline:
-            if all(_committed_up_to(w, ends[w.name]) for w in workloads):
+            if all(w.drained(ends[w.name]) for w in workloads):
                 return
             time.sleep(0.5)
 
@@ -164,14 +166,6 @@ class Runner:
                 generations=sum(1 for r in group_records if r.group == workload.consumers.group and r.generation),
                 recovery_s=recovery, violations=violations, examples=produced.examples))
         return cells
-
-
-def _committed_up_to(workload: Workload, ends: dict[int, int]) -> bool:
-    committed: dict[int, int] = {}
-    for commit in list(workload.consumers.commits):
-        for partition, offset in commit.offsets.items():
-            committed[partition] = max(committed.get(partition, 0), offset)
-    return all(committed.get(p, 0) >= end for p, end in ends.items() if end > 0)
 
 
 def soak(runner: Runner, minutes: float, seed: int) -> None:

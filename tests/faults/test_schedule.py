@@ -20,6 +20,6 @@ def test_default_schedule(part: str, fault_run: Callable[[str], Runner]) -> None
     runner = fault_run(f"default-{part}")
     runner.run([n for n in default_schedule() if n.name in HALVES[part]])
     report = runner.report
-    assert len(report.cells) == 4 * len(HALVES[part])  # java, confluent (classic and consumer protocol), txn
+    assert len(report.cells) == 5 * len(HALVES[part])  # java, confluent (classic, consumer protocol, share), txn
     assert all(cell.acknowledged > 0 for cell in report.cells if cell.supported), report.summary()
     assert not report.violations(), report.summary()

@@ -4,7 +4,8 @@
   ``kafka-verifiable-consumer.sh`` members of one group committing synchronously, as Kafka's own
   system tests drive them; their JSON events are the history.
 - ``confluent``: a confluent-kafka (librdkafka) idempotent acks=all producer and a two-member
-  group that commits synchronously after every batch.
+  group that commits synchronously after every batch (``consumer-protocol``: the same with
+  KIP-848's protocol; ``share``: two share-group members accepting every record, KIP-932).
 
 - ``txn``: a librdkafka idempotent producer (as ``confluent``) and an exactly-once copy of its
   topic to another one (``TransactionalCopier``: a read_committed group member and a transactional
@@ -41,6 +42,7 @@ from tests.harness.transactional_copy import TransactionalCopier
 RATE = 100  # messages/s per producer: enough to see every fault, light enough for two shared cores
 ABORT_EVERY = 5  # the copier aborts every fifth transaction on purpose: the copy always holds aborted data
 OPEN_TRANSACTION_BOUND = 60.0  # s: a transaction left open must be aborted on its timeout (10 s) by then
+WARM_UP = b"warm-up"  # the share workload's records that only show its share-partitions exist
 CLIENT_LOG = logging.getLogger("faults.librdkafka")  # librdkafka's complaints during faults go here, not to stderr
 
 
@@ -71,6 +73,14 @@ class Workload:
     def check(self, bootstrap: str) -> list[str]:
         """What only this workload can check, read back after it stopped (before the common checkers)."""
         return []
+
+    def drained(self, ends: dict[int, int]) -> bool:
+        """Whether the group caught up with the topic's end offsets (by its commits)."""
+        committed: dict[int, int] = {}
+        for commit in list(self.consumers.commits):
+            for partition, offset in commit.offsets.items():
+                committed[partition] = max(committed.get(partition, 0), offset)
+        return all(committed.get(p, 0) >= end for p, end in ends.items() if end > 0)
 
 
 class _ToolProcess:
@@ -291,6 +301,132 @@ class ConsumerProtocolWorkload(ConfluentWorkload):
     name = "consumer-protocol"
     group_settings: dict[str, Any] = {"group.protocol": "consumer"}
     full_assignments = False
+
+
+class ShareGroupWorkload(ConfluentWorkload):
+    """The ``confluent`` producer, and two confluent-kafka ``ShareConsumer`` members of one share
+    group (KIP-932) that accept every record they get explicitly and commit the acceptances
+    synchronously after every poll. Checked: every acknowledged write is accepted (with the
+    broker's confirmation) by exactly one member once, unless it reached the delivery limit, and no
+    record is delivered again after its acceptance was confirmed.
+
+    A share-partition starts at the log's end when first fetched (``share.auto.offset.reset`` is
+    ``latest``), so the producer writes only once a warm-up record of every partition reached a
+    member: from then on every record written is the group's to deliver. Warm-up records are
+    accepted and left out of the history."""
+
+    name = "share"
+    DELIVERY_LIMIT = 5  # group.share.delivery.count.limit's default
+
+    def __init__(self, bootstrap: str, topic: str, spec: WorkloadSpec) -> None:
+        super().__init__(bootstrap, topic, spec)
+        self.consumers = ConsumerHistory(self.name, topic, group=f"{topic}-sg")
+        self.deliveries: dict[str, list[tuple[float, int]]] = defaultdict(list)  # value -> (time, delivery count)
+        self.confirmed: dict[str, list[float]] = defaultdict(list)  # value -> times its acceptance was confirmed
+        self.unconfirmed: set[str] = set()  # acceptances the broker did not confirm (they may have applied)
+        self._warmed: set[int] = set()  # partitions whose warm-up record reached a member
+
+    def _produce(self) -> None:
+        self._warm_up()  # in the producer's thread: the round's other workloads start meanwhile
+        super()._produce()
+
+    def _warm_up(self, timeout: float = 60.0) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0, "logger": CLIENT_LOG})
+        partitions = len(producer.list_topics(self.topic, timeout=30).topics[self.topic].partitions)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                missing = set(range(partitions)) - self._warmed
+            if not missing:
+                return
+            for partition in missing:
+                producer.produce(self.topic, WARM_UP, partition=partition)
+            producer.flush(5)
+            self._stop.wait(0.5)
+        self.consumers.error(f"share group: warm-up records of {partitions} partitions did not arrive in {timeout} s")
+
+    def _consume(self) -> None:
+        from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
+
+        consumer = ShareConsumer({"bootstrap.servers": self.bootstrap, "group.id": self.consumers.group,
+                                  "share.acknowledgement.mode": "explicit", "logger": CLIENT_LOG})
+        name = f"m{uuid.uuid4().hex[:6]}"
+        consumer.subscribe([self.topic])
+        try:
+            while not self._stop.is_set() and time.monotonic() < self.spec.deadline:
+                try:
+                    polled = [m for m in consumer.poll(0.5).records()]
+                except KafkaException as exc:
+                    with self._lock:
+                        self.consumers.error(str(exc.args[0]))
+                    continue
+                batch = [m for m in polled if m.error() is None]
+                now = time.time()
+                with self._lock:
+                    for m in polled:
+                        if m.error() is not None:
+                            self.consumers.error(str(m.error()))
+                    for m in batch:
+                        if m.value() == WARM_UP:
+                            self._warmed.add(m.partition())
+                            continue
+                        value = m.value().decode()
+                        self.consumers.consumed.append((name, m.partition(), m.offset(), value))
+                        self.deliveries[value].append((now, m.delivery_count()))
+                for m in batch:
+                    consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                ours = [m for m in batch if m.value() != WARM_UP]
+                if batch:
+                    self._commit(consumer, ours)
+        finally:
+            consumer.close()
+
+    def _commit(self, consumer: Any, batch: list[Any]) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            results = consumer.commit_sync(30)
+            failed = {tp.partition for tp, error in results.items() if error is not None}
+        except KafkaException as exc:
+            failed = {m.partition() for m in batch}
+            with self._lock:
+                self.consumers.error(str(exc.args[0]))
+        done = time.time()
+        with self._lock:
+            self.consumers.failed_commits += bool(failed)
+            for m in batch:
+                value = m.value().decode()
+                if m.partition() in failed:
+                    self.unconfirmed.add(value)
+                else:
+                    self.confirmed[value].append(done)
+
+    def drained(self, ends: dict[int, int]) -> bool:
+        with self._lock:
+            return all(v in self.confirmed or v in self.unconfirmed for v in list(self.producer.acked))
+
+    def check(self, bootstrap: str) -> list[str]:
+        violations = []
+        twice = [v for v, times in self.confirmed.items() if len(times) > 1]
+        again = [v for v, times in self.confirmed.items()
+                 if any(t > min(times) for t, _count in self.deliveries.get(v, []))]
+        never = [v for v in self.producer.acked
+                 if v not in self.confirmed and v not in self.unconfirmed
+                 and max((c for _t, c in self.deliveries.get(v, [])), default=0) < self.DELIVERY_LIMIT]
+        if twice:
+            violations.append(f"share group accepted {len(twice)} records more than once, e.g. {twice[:3]}")
+        if again:
+            violations.append(f"share group delivered {len(again)} records again after their acceptance was "
+                              f"confirmed, e.g. {again[:3]}")
+        if never:
+            violations.append(f"share group never accepted {len(never)} acknowledged writes below the delivery "
+                              f"limit, e.g. {never[:3]}")
+        redelivered = sum(1 for d in self.deliveries.values() if len(d) > 1)
+        self.detail = (f"share: {len(self.confirmed)} accepted, {len(self.unconfirmed - set(self.confirmed))} "
+                       f"unconfirmed, {redelivered} delivered more than once")
+        return violations
 
 
 class TransactionalCopyWorkload(ConfluentWorkload):

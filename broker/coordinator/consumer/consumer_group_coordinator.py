@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +114,8 @@ class ConsumerGroupCoordinator:
         classic.group_loaded_listeners.append(self._on_group_loaded)
         classic.group_unloaded_listeners.append(self._on_group_unloaded)
         classic.mixed_groups = ClassicMemberOperations(self)
+        # Whether a share group (KIP-932) has the id: set by the share components when they are on.
+        self.is_share_group: Callable[[str], bool] = lambda _group_id: False
 
     # --- per-group settings --------------------------------------------------------------------------
     def session_timeout_ms(self, group: ConsumerGroup) -> int:
@@ -168,6 +171,8 @@ class ConsumerGroupCoordinator:
         error = self.classic.validate_group_status(group_id)
         if error is not None:
             raise KafkaApiError(error)
+        if self.is_share_group(group_id):
+            raise KafkaApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         entry = self.manager.get_group(group_id)
         written: list[records.Record] = []
         if entry is not None and entry.consumer_group is not None and not entry.is_in(GroupState.DEAD):
@@ -523,6 +528,8 @@ class ConsumerGroupCoordinator:
         if error is not None:
             raise KafkaApiError(error)
         entry = self.manager.get_group(group_id)
+        if entry is None and self.is_share_group(group_id):
+            raise KafkaApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if entry is None or entry.is_in(GroupState.DEAD):
             raise KafkaApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if entry.consumer_group is None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker.coordinator.consumer import consumer_group_records as consumer_records
+from broker.coordinator.share import share_group_records as share_records
 from broker.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -36,6 +37,7 @@ from storage.errors import StorageError
 from storage.producer_state import SENTINEL_GUARD, AppendOrigin, VerificationGuard, read_end_txn_marker
 
 if TYPE_CHECKING:
+    from broker.coordinator.share.share_group import ShareGroup
     from broker.metadata_cache import MetadataCache
     from broker.replica_manager import ReplicaManager
 
@@ -174,6 +176,7 @@ class LoadedPartition:
     groups: dict[str, records.GroupMetadataValue | None] = field(default_factory=dict)
     pending: dict[int, dict[tuple[str, TopicPartition], CommitRecord]] = field(default_factory=dict)
     consumer_groups: consumer_records.ConsumerGroupReplay = field(default_factory=consumer_records.ConsumerGroupReplay)
+    share_groups: share_records.ShareGroupReplay = field(default_factory=share_records.ShareGroupReplay)
 
     def apply(self, buf: bytes) -> None:
         """Replay the whole batches in ``buf``."""
@@ -187,8 +190,11 @@ class LoadedPartition:
                 if record.key is None:
                     continue
                 if not records.is_classic_group_key(record.key):
-                    if consumer_records.record_type(record.key) in consumer_records.RECORD_TYPES:
+                    kind = consumer_records.record_type(record.key)
+                    if kind in consumer_records.RECORD_TYPES:
                         self.consumer_groups.apply(record.key, record.value)
+                    elif kind in share_records.RECORD_TYPES:
+                        self.share_groups.apply(record.key, record.value)
                     continue
                 key = records.decode_key(record.key)
                 if isinstance(key, records.OffsetCommitKey):
@@ -267,6 +273,10 @@ class GroupMetadataManager:
         self.open_groups_of_producer: dict[int, set[str]] = {}
         self._partitions = InternalTopicPartitions(GROUP_METADATA_TOPIC, metadata_cache,
                                                    config.offsets_topic_num_partitions)
+        # Share groups live with the share group coordinator: it is handed those a partition held
+        # when it loads, and told when a partition is unloaded.
+        self.share_groups_loaded_listeners: list[Callable[[list[ShareGroup]], None]] = []
+        self.partition_unloaded_listeners: list[Callable[[int], None]] = []
 
     # --- partitioning ---------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -313,6 +323,7 @@ class GroupMetadataManager:
                 raise KafkaApiError(Errors.NOT_LEADER_OR_FOLLOWER)
             loaded = await self.run_blocking(read_partition_log, tp.log, self.config.load_buffer_size)
             groups = loaded.build_groups()
+            share_groups = loaded.share_groups.build()
         except (KafkaApiError, StorageError, ProtocolError, OSError) as exc:
             log.error("Error loading offsets from %s-%d: %s", GROUP_METADATA_TOPIC, partition, exc)
             if self.loading_partitions.get(partition) == leader_epoch:
@@ -330,12 +341,16 @@ class GroupMetadataManager:
             for producer_id in group.pending_txn_offset_commits:
                 self.open_groups_of_producer.setdefault(producer_id, set()).add(group.group_id)
             on_group_loaded(group)
+        for listener in self.share_groups_loaded_listeners:
+            listener(share_groups)
         log.info("Finished loading offsets and group metadata from %s-%d in %d milliseconds (%d groups)",
                  GROUP_METADATA_TOPIC, partition, now_ms() - start, len(groups))
 
     def unload_partition(self, partition: int, on_group_unloaded: Callable[[GroupMetadata], None]) -> int:
         self.loading_partitions.pop(partition, None)
         self.owned_partitions.discard(partition)
+        for listener in self.partition_unloaded_listeners:
+            listener(partition)
         removed = [g for g_id, g in self.groups.items() if self.partition_for(g_id) == partition]
         for group in removed:
             del self.groups[group.group_id]

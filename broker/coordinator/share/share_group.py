@@ -35,6 +35,7 @@ class ShareGroupMember:
     rack_id: str | None = None
     assignment: Assignment = field(default_factory=dict)
     session_deadline_ms: int = 0
+    previous_member_epoch: int = 0
 
 
 @dataclass
@@ -43,10 +44,15 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareGroupMember] = field(default_factory=dict)
-    # topic name -> (topic id, partition count) the last assignment was computed from
+    # topic name -> (topic id, partition count) the last assignment was computed from; its hash is
+    # what the group's epoch record keeps (a reloaded group recomputes the layout and compares)
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    metadata_hash: int = 0
     # member id -> assignment, computed once per assignment epoch
     target_assignment: dict[str, Assignment] = field(default_factory=dict)
+    # topic id -> (name, partitions) of every share-partition the group was ever assigned: those
+    # whose state deleting the group deletes (Kafka's ShareGroupStatePartitionMetadata)
+    initialized_topics: dict[uuid.UUID, tuple[str, frozenset[int]]] = field(default_factory=dict)
 
     @property
     def state(self) -> ShareGroupState:

@@ -26,7 +26,13 @@ from protocol.messages import (
 )
 from protocol.records.builder import RecordBatchBuilder
 from tests.harness.broker import BrokerProcess
-from tests.integration.groups.group_helpers import join_group, request, stable_member, unique, wait_for_coordinator
+from tests.integration.groups.group_helpers import (
+    join_group,
+    request,
+    stable_member,
+    unique,
+    wait_for_coordinator,
+)
 from tests.integration.share.share_helpers import STATE_TOPIC
 
 BROKER_OVERRIDES = {"offsets.topic.num.partitions": "1", **STATE_TOPIC, "group.share.max.size": "2"}
@@ -233,3 +239,76 @@ def test_share_group_offsets_describe_alter_and_delete(broker: BrokerProcess) ->
     assert deleted.error_code == Errors.NONE and deleted.responses[0].error_code == Errors.NONE
     assert _describe_offsets(broker, group, topic)[1].start_offset == -1
     assert _describe_offsets(broker, unique("nobody"), topic)[0] == Errors.GROUP_ID_NOT_FOUND
+
+
+def test_share_group_configs_are_validated_described_and_applied(broker: BrokerProcess) -> None:
+    from protocol.messages import DescribeConfigsRequest
+    from protocol.messages import IncrementalAlterConfigsRequest as IAC
+
+    group, member, topic_id, topic = _member(broker)
+
+    def alter(**values: str) -> int:
+        return broker.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IAC(resources=[IAC.AlterConfigsResource(
+            resource_type=32, resource_name=group, configs=[
+                IAC.AlterableConfig(name=k.replace("_", "."), config_operation=0, value=v)
+                for k, v in values.items()])])).responses[0].error_code
+
+    for bad in ({"share_record_lock_duration_ms": "1000"},  # below group.share.min.record.lock.duration.ms
+                {"share_session_timeout_ms": "90000"},  # above group.share.max.session.timeout.ms
+                {"share_heartbeat_interval_ms": "15000", "share_session_timeout_ms": "45000",
+                 "share_auto_offset_reset": "by_duration:PT1H"},  # fine alone; together heartbeat < session holds
+                {"share_auto_offset_reset": "by_duration:one-hour"}, {"share_auto_offset_reset": "sideways"}):
+        expected = Errors.NONE if "share_heartbeat_interval_ms" in bad else Errors.INVALID_CONFIG
+        assert alter(**bad) == expected, bad
+    assert alter(share_heartbeat_interval_ms="15000", share_session_timeout_ms="15000") == Errors.INVALID_CONFIG
+    assert alter(share_record_lock_duration_ms="20000", share_heartbeat_interval_ms="6000",
+                 share_auto_offset_reset="by_duration:pt2h30m", share_isolation_level="read_committed") == 0
+    described = broker.request(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=32, resource_name=group,
+                                                       configuration_keys=None)])).results[0]
+    values = {c.name: (c.value, c.config_source) for c in described.configs}
+    assert values["share.record.lock.duration.ms"] == ("20000", 8)  # DYNAMIC_GROUP_CONFIG
+    assert values["share.heartbeat.interval.ms"] == ("6000", 8)
+    assert values["share.auto.offset.reset"] == ("by_duration:pt2h30m", 8)  # as set
+    assert values["share.session.timeout.ms"] == ("45000", 8)  # set with the first accepted change
+    assert values["share.isolation.level"] == ("read_committed", 8)
+
+    applied = wait_for_value(lambda: _heartbeat(broker, group, member, 0, [topic]).heartbeat_interval_ms, 6000)
+    assert applied == 6000
+    _produce(broker, topic, [b"x"])
+    fetched = _fetch(broker, group, member, 0, topic_id, wait_ms=3000)
+    assert fetched.error_code == Errors.NONE
+    assert fetched.acquisition_lock_timeout_ms == 20000  # the group's lock duration, not the broker's
+
+
+def wait_for_value(read: Any, expected: Any) -> Any:
+    """``read()`` once it returns ``expected`` (group configs reach the broker through ZooKeeper)."""
+    from tests.harness.waiting import wait_for
+
+    return wait_for(lambda: [read()] if read() == expected else [], f"the value {expected}", 30)[0]
+
+
+def test_share_and_consumer_groups_do_not_share_ids(broker: BrokerProcess) -> None:
+    from protocol.messages import ConsumerGroupDescribeRequest
+    from tests.integration.groups.test_consumer_protocol_errors import (
+        heartbeat as consumer_heartbeat,
+    )
+
+    share_group, member, _topic_id, topic = _member(broker)
+    refused = consumer_heartbeat(broker, share_group, uuid.uuid4().hex, 0, subscribed_topic_names=[topic])
+    assert (refused.error_code, refused.error_message) == (Errors.GROUP_ID_NOT_FOUND,
+                                                           f"Group {share_group} is not a consumer group.")
+    described = request(broker, ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+                        ConsumerGroupDescribeRequest(group_ids=[share_group])).groups[0]
+    assert (described.error_code, described.error_message) == (Errors.GROUP_ID_NOT_FOUND,
+                                                                f"Group {share_group} is not a consumer group.")
+    assert _heartbeat(broker, share_group, member, 0, [topic]).error_code == Errors.NONE  # unchanged
+
+    consumer_group = unique("consumer")
+    wait_for_coordinator(broker, consumer_group)
+    joined = consumer_heartbeat(broker, consumer_group, uuid.uuid4().hex, 0, subscribed_topic_names=[topic])
+    assert joined.error_code == Errors.NONE
+    answer = _heartbeat(broker, consumer_group, uuid.uuid4().hex, 0, [topic])
+    assert (answer.error_code, answer.error_message) == (Errors.GROUP_ID_NOT_FOUND,
+                                                         f"Group {consumer_group} is not a share group.")
+    assert consumer_heartbeat(broker, consumer_group, joined.member_id, joined.member_epoch).error_code == Errors.NONE

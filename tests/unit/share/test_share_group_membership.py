@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+from broker.coordinator.share import share_group_records as share_records
 from broker.coordinator.share.share_group import simple_assign
 from broker.coordinator.share.share_group_coordinator import ShareGroupCoordinator, ShareGroupSettings
 from broker.share.share_session_cache import ShareSessionCache, next_epoch
@@ -62,9 +64,38 @@ def test_members_that_stop_heartbeating_are_fenced_and_reported():
     coordinator.heartbeat("g", "b", 0, None, ["t1"], "c", "/h", now_ms=500)
     assert coordinator.expire_sessions(999) == [] and coordinator.expire_sessions(1000) == [("g", "a")]
     assert fenced == [("g", "a")]
-    assert coordinator.delete_group("g") is Errors.NON_EMPTY_GROUP
+    assert asyncio.run(coordinator.delete_group("g")) == (Errors.NON_EMPTY_GROUP, None)
     coordinator.expire_sessions(2000)
-    assert coordinator.delete_group("g") is Errors.NONE and coordinator.delete_group("g") is Errors.GROUP_ID_NOT_FOUND
+    error, deleted = asyncio.run(coordinator.delete_group("g"))
+    assert error is Errors.NONE and deleted.initialized_topics == {T1: ("t1", frozenset({0, 1, 2}))}
+    assert asyncio.run(coordinator.delete_group("g")) == (Errors.GROUP_ID_NOT_FOUND, None)
+
+
+def test_written_records_replay_into_the_same_group():
+    coordinator = _coordinator()
+    log: list[tuple[bytes, bytes | None]] = []
+    for member, epoch, topics in (("a", 0, ["t1"]), ("b", 0, ["t1", "t2"]), ("c", 0, ["t2"])):
+        log += coordinator.heartbeat("g", member, epoch, "r1", topics, "cid", "/h", now_ms=0).records
+    log += coordinator.heartbeat("g", "a", 1, None, None, "cid", "/h", now_ms=0).records
+    log += coordinator.heartbeat("g", "c", -1, None, None, "cid", "/h", now_ms=0).records
+    replay = share_records.ShareGroupReplay()
+    for key, value in log:
+        replay.apply(key, value)
+    [loaded] = replay.build()
+    group = coordinator.groups["g"]
+    assert (loaded.group_epoch, loaded.assignment_epoch, loaded.metadata_hash) == \
+        (group.group_epoch, group.assignment_epoch, group.metadata_hash)
+    assert loaded.initialized_topics == group.initialized_topics and set(loaded.members) == {"a", "b"}
+    for member_id, member in group.members.items():
+        got = loaded.members[member_id]
+        assert (got.member_epoch, got.previous_member_epoch, got.assignment, got.rack_id, got.client_id,
+                sorted(got.subscribed_topic_names)) == (member.member_epoch, member.previous_member_epoch,
+                                                        member.assignment, "r1", "cid",
+                                                        sorted(member.subscribed_topic_names))
+    tombstoned = share_records.ShareGroupReplay()
+    for key, value in log + share_records.group_tombstones(group):
+        tombstoned.apply(key, value)
+    assert tombstoned.build() == []
 
 
 def test_share_sessions_epochs_forgotten_partitions_and_close():
