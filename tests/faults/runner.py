@@ -84,9 +84,10 @@ class Runner:
         bootstrap = self.cluster.bootstrap
         workloads: list[Workload] = [JavaWorkload(self.cli, bootstrap, topics["java"], spec, round_dir),
                                      ConfluentWorkload(bootstrap, topics["confluent"], spec),
-                                     ConsumerProtocolWorkload(bootstrap, topics["consumer-protocol"], spec),
-                                     ShareGroupWorkload(bootstrap, topics["share"], spec),
                                      TransactionalCopyWorkload(bootstrap, topics["txn"], topics["txn-copy"], spec)]
+        if self.cluster.kind == "ours":  # a ZooKeeper-mode Kafka 3.9 serves neither KIP-848 nor KIP-932
+            workloads[2:2] = [ConsumerProtocolWorkload(bootstrap, topics["consumer-protocol"], spec),
+                              ShareGroupWorkload(bootstrap, topics["share"], spec)]
         say(f"round {index}: {nemesis.name} for {nemesis.duration:.0f}s")
         recovery: float | None = None
         problems: list[str] = []
