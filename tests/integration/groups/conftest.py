@@ -12,9 +12,11 @@ from tests.harness.broker import BrokerCluster
 @pytest.fixture
 def replicated_cluster(zk_connect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerCluster]:
     """Three brokers whose __consumer_offsets is replicated to all three (a few partitions, to load
-    quickly); broker logs are printed when the test failed."""
+    quickly), with the test's own settings as an indirect parameter; broker logs are printed when
+    the test failed."""
     cluster = BrokerCluster(3, zk_connect, tmp_path, {"offsets.topic.replication.factor": "3",
-                                                      "offsets.topic.num.partitions": "6"})
+                                                      "offsets.topic.num.partitions": "6",
+                                                      **getattr(request, "param", {})})
     try:
         cluster.start()
         yield cluster

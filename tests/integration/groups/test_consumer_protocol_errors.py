@@ -179,3 +179,22 @@ def test_a_full_group_refuses_and_a_silent_member_is_fenced(broker: BrokerProces
 
     wait_for(b_owns_everything, "the silent member's partitions given to the other", 30, interval=0.3)
     assert heartbeat(broker, group, a, 1).error_code == Errors.UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.parametrize("broker", [SMALL_GROUPS], indirect=True)
+def test_a_member_that_keeps_partitions_past_its_rebalance_timeout_is_fenced(broker: BrokerProcess) -> None:
+    group, topic = unique("g"), unique("t")
+    wait_for_coordinator(broker, group)
+    broker.create_topic(topic, 2)
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    joined = heartbeat(broker, group, a, 0, subscribed_topic_names=[topic], rebalance_timeout_ms=1000)
+    owned = [HB.TopicPartitions(topic_id=t.topic_id, partitions=list(t.partitions))
+             for t in joined.assignment.topic_partitions]
+    assert heartbeat(broker, group, b, 0, subscribed_topic_names=[topic]).error_code == 0
+    # a is asked to give one partition up, and keeps reporting both: past its rebalance timeout (1 s)
+    # it is fenced, and its next heartbeat says so.
+    def fenced() -> bool:
+        answer = heartbeat(broker, group, a, joined.member_epoch, topic_partitions=owned)
+        return answer.error_code == Errors.UNKNOWN_MEMBER_ID
+
+    wait_for(fenced, "the member fenced after its rebalance timeout", 30, interval=0.3)

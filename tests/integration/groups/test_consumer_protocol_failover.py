@@ -137,6 +137,8 @@ def test_the_coordinator_dies_under_load_and_nothing_is_lost(replicated_cluster:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("replicated_cluster", [{"group.consumer.min.heartbeat.interval.ms": "500",
+                                                 "group.consumer.heartbeat.interval.ms": "1000"}], indirect=True)
 def test_members_join_and_leave_one_by_one_and_the_others_keep_their_partitions(
         replicated_cluster: BrokerCluster) -> None:
     cluster = replicated_cluster
@@ -163,7 +165,7 @@ def test_members_join_and_leave_one_by_one_and_the_others_keep_their_partitions(
         return len(members) == count and sum(sizes) == partitions and sizes[-1] - sizes[0] <= 1
 
     try:
-        for count in range(1, 11):
+        for count in range(1, 21):
             before = owned()
             revoked_before = sum(1 for _, event, _ in log if event == "revoke")
             members.append(Member(cluster.bootstrap, group, topic, log))
