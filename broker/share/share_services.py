@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.admin.group_configs import GroupConfigDef, GroupConfigManager, register
-from broker.coordinator.consumer.consumer_group_records import Record
+from broker.coordinator.coordinator_records import Record
 from broker.coordinator.internal_topic import InternalTopicPartitions
 from broker.coordinator.share.share_group_coordinator import ShareGroupCoordinator, ShareGroupSettings
 from broker.share.persister import Persister

@@ -20,7 +20,8 @@ from broker.coordinator.consumer.consumer_group import (
     ConsumerGroupMember,
     MemberState,
 )
-from protocol.coordinator_record_codec import INT16
+from broker.coordinator.coordinator_records import Record, decode_record, encode_key, encode_value, record_type
+from broker.coordinator.coordinator_records import topic_partitions as _topic_partitions
 from protocol.messages import message_class
 
 GROUP_METADATA = 3
@@ -41,23 +42,14 @@ _NAMES = {
     REGULAR_EXPRESSION: "ConsumerGroupRegularExpression",
 }
 RECORD_TYPES = frozenset(_NAMES)
-Record = tuple[bytes, bytes | None]
 
 
-def _key(record_type: int, **fields: Any) -> bytes:
-    return INT16.pack(record_type) + bytes(message_class(_NAMES[record_type] + "Key")(**fields).encode(0))
+def _key(kind: int, **fields: Any) -> bytes:
+    return encode_key(_NAMES[kind], kind, **fields)
 
 
-def _value(record_type: int, **fields: Any) -> bytes:
-    return INT16.pack(0) + bytes(message_class(_NAMES[record_type] + "Value")(**fields).encode(0))
-
-
-def record_type(key: bytes) -> int:
-    return INT16.unpack_from(key)[0] if len(key) >= 2 else -1
-
-
-def _topic_partitions(cls: Any, assignment: Assignment) -> list[Any]:
-    return [cls(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(assignment.items(), key=lambda i: str(i[0]))]
+def _value(kind: int, **fields: Any) -> bytes:
+    return encode_value(_NAMES[kind], **fields)
 
 
 def _assignment(entries: list[Any]) -> Assignment:
@@ -162,9 +154,7 @@ class ConsumerGroupReplay:
 
     def apply(self, key: bytes, value: bytes | None) -> None:
         kind = record_type(key)
-        name = _NAMES[kind]
-        k = message_class(name + "Key").decode(memoryview(key)[2:], 0)
-        v = None if value is None else message_class(name + "Value").decode(memoryview(value)[2:], 0)
+        k, v = decode_record(_NAMES[kind], key, value)
         group = self.groups.setdefault(k.group_id, _Partial())
         if kind == GROUP_METADATA:
             group.epoch = None if v is None else (v.epoch, v.metadata_hash)

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.coordinator.consumer.consumer_group_records import Record
+from broker.coordinator.coordinator_records import Record
 from broker.coordinator.consumer.topic_subscriptions import metadata_hash
 from broker.coordinator.share import share_group_records as records
 from broker.coordinator.share.share_group import (

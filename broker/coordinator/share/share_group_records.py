@@ -15,13 +15,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.coordinator.consumer.consumer_group_records import Record, record_type
+from broker.coordinator.coordinator_records import Record, decode_record, encode_key, encode_value, record_type
+from broker.coordinator.coordinator_records import topic_partitions as _topic_partitions
 from broker.coordinator.share.share_group import (
     Assignment,
     ShareGroup,
     ShareGroupMember,
 )
-from protocol.coordinator_record_codec import INT16
 from protocol.messages import message_class
 
 MEMBER_METADATA = 10
@@ -47,15 +47,11 @@ InitializedTopics = dict[uuid.UUID, tuple[str, frozenset[int]]]
 
 
 def _key(kind: int, **fields: Any) -> bytes:
-    return INT16.pack(kind) + bytes(message_class(_NAMES[kind] + "Key")(**fields).encode(0))
+    return encode_key(_NAMES[kind], kind, **fields)
 
 
 def _value(kind: int, **fields: Any) -> bytes:
-    return INT16.pack(0) + bytes(message_class(_NAMES[kind] + "Value")(**fields).encode(0))
-
-
-def _topic_partitions(cls: Any, assignment: Assignment) -> list[Any]:
-    return [cls(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(assignment.items(), key=lambda i: str(i[0]))]
+    return encode_value(_NAMES[kind], **fields)
 
 
 def _assignment(entries: list[Any]) -> Assignment:
@@ -135,9 +131,7 @@ class ShareGroupReplay:
 
     def apply(self, key: bytes, value: bytes | None) -> None:
         kind = record_type(key)
-        name = _NAMES[kind]
-        k = message_class(name + "Key").decode(memoryview(key)[2:], 0)
-        v = None if value is None else message_class(name + "Value").decode(memoryview(value)[2:], 0)
+        k, v = decode_record(_NAMES[kind], key, value)
         group = self.groups.setdefault(k.group_id, _Partial())
         if kind == GROUP_METADATA:
             if v is None:
