@@ -21,7 +21,7 @@ def test_default_schedule(part: str, fault_run: Callable[[str], Runner]) -> None
     runner.run([n for n in default_schedule() if n.name in HALVES[part]])
     report = runner.report
     # java, confluent (classic, and on ours the consumer protocol and a share group), txn
-    workloads = 5 if runner.cluster.kind == "ours" else 3
+    workloads = 5 if runner.new_groups else 3
     assert len(report.cells) == workloads * len(HALVES[part])
     assert all(cell.acknowledged > 0 for cell in report.cells if cell.supported), report.summary()
     assert not report.violations(), report.summary()
