@@ -21,8 +21,8 @@ from protocol.messages import message_class
 from protocol.schema import FieldSpec
 from protocol.schema_sources import NEWER_THAN_3_9
 
-kio_serial = pytest.importorskip("kio.serial", reason="kio 0.6.5 cross-checks the Kafka 4.2 layouts")
-kio_errors = pytest.importorskip("kio.schema.errors")
+import kio.schema.errors as kio_errors  # noqa: E402 - a test dependency: kio 0.6.5 has Kafka 4.2's layouts
+import kio.serial as kio_serial  # noqa: E402
 
 
 class _KnownErrorCodes(MessageStrategies):
