@@ -3,7 +3,6 @@ the member epoch, the heartbeat interval and the member's assignment when it cha
 
 from __future__ import annotations
 
-from broker.coordinator.group.group_metadata_manager import group_store_error
 from broker.handlers import handles
 from broker.handlers._group_support import client_host, group_coordinator
 from broker.handlers._share_support import share_services
@@ -27,16 +26,12 @@ async def handle_share_group_heartbeat(services: BrokerServices, request: Reques
     status = group_coordinator(services).validate_group_status(body.group_id)
     if status is not None:
         return _error(request, status)
-    result = share.coordinator.heartbeat(
+    result = await share.coordinator.heartbeat(
         body.group_id, body.member_id, body.member_epoch, body.rack_id,
         None if body.subscribed_topic_names is None else list(body.subscribed_topic_names),
         request.header.client_id or "", client_host(request), now_ms())
-    if result.error is not Errors.NONE:
-        return _error(request, result.error, result.message)
-    if result.records:
-        written = await share.coordinator.write(body.group_id, result.records)
-        if written is not Errors.NONE:
-            return _error(request, group_store_error(written))
+    if result.error is not Errors.NONE:  # a failed write has no message, as Kafka's coordinator answers it
+        return Response.send(request, R(throttle_time_ms=0, error_code=int(result.error), error_message=result.message))
     assignment = None if result.assignment is None else R.Assignment(topic_partitions=[
         R.TopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
         for topic_id, partitions in sorted(result.assignment.items())])
@@ -45,6 +40,5 @@ async def handle_share_group_heartbeat(services: BrokerServices, request: Reques
         heartbeat_interval_ms=share.coordinator.heartbeat_interval_ms(body.group_id), assignment=assignment))
 
 
-def _error(request: Request, error: Errors, message: str | None = None) -> Response:
-    return Response.send(request, R(throttle_time_ms=0, error_code=int(error),
-                                    error_message=message if message is not None else error_message(error)))
+def _error(request: Request, error: Errors) -> Response:
+    return Response.send(request, R(throttle_time_ms=0, error_code=int(error), error_message=error_message(error)))

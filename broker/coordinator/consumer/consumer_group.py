@@ -14,6 +14,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field, replace
 
+from broker.coordinator.group_changes import RevertibleGroup
 from protocol.errors import Errors, KafkaApiError
 from storage.clock import now_ms
 
@@ -95,7 +96,7 @@ class ConsumerGroupMember:
 
 
 @dataclass
-class ConsumerGroup:
+class ConsumerGroup(RevertibleGroup):
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
@@ -110,23 +111,15 @@ class ConsumerGroup:
     metadata_hash: int = 0
     state: ConsumerGroupState = ConsumerGroupState.EMPTY
     state_timestamp: int = field(default_factory=now_ms)
-    # Changes applied in memory, whose records are being or were written (see ``snapshot``).
-    changes: int = 0
 
     # --- reverting a change whose records could not be written ------------------------------------
     def snapshot(self) -> ConsumerGroup:
-        """A copy to go back to when a change's records fail to be written, as Kafka's coordinator
-        reverts its in-memory state to the last committed offset (members are immutable, so copying
-        the containers is enough)."""
+        """The copy ``write_or_revert`` goes back to (members are immutable, so copying the
+        containers is enough)."""
         return replace(self, members=dict(self.members), static_members=dict(self.static_members),
                        target_assignment=dict(self.target_assignment),
                        partition_epochs={t: dict(e) for t, e in self.partition_epochs.items()},
                        resolved_regexes=dict(self.resolved_regexes))
-
-    def restore(self, snapshot: ConsumerGroup) -> None:
-        changes = self.changes
-        self.__dict__.update(snapshot.__dict__)
-        self.changes = changes
 
     # --- members ----------------------------------------------------------------------------
     def member(self, member_id: str) -> ConsumerGroupMember | None:

@@ -42,6 +42,7 @@ from broker.coordinator.consumer.group_conversion import (
 )
 from broker.coordinator.consumer.topic_subscriptions import compile_regex, metadata_hash, resolve_regex, topic_layout
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
+from broker.coordinator.group_changes import write_or_revert
 from broker.coordinator.group.group_metadata_manager import group_store_error
 from protocol.errors import Errors, KafkaApiError
 from storage.clock import now_ms
@@ -501,19 +502,9 @@ class ConsumerGroupCoordinator:
             raise KafkaApiError(group_store_error(error))
 
     async def write_or_revert(self, group: ConsumerGroup, before: ConsumerGroup, written: list[records.Record]) -> None:
-        """Write a change's records; if they cannot be written, the group goes back to ``before``
-        (unless another change was applied on top meanwhile, which its own write then decides), so a
-        member retrying its heartbeat finds the epoch it knows."""
-        if not written:
-            return
-        group.changes += 1
-        mine = group.changes
-        try:
-            await self.write(group.group_id, written)
-        except KafkaApiError:
-            if group.changes == mine:
-                group.restore(before)
-            raise
+        """Write a change's records; if they cannot be written, the group goes back to ``before``."""
+        if written:
+            await write_or_revert(group, before, lambda: self.write(group.group_id, written))
 
     async def write_quietly(self, group_id: str, written: list[records.Record]) -> None:
         try:

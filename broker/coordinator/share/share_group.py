@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
+
+from broker.coordinator.group_changes import RevertibleGroup
 
 # Assignment: topic id -> partitions
 Assignment = dict[uuid.UUID, list[int]]
@@ -39,7 +41,7 @@ class ShareGroupMember:
 
 
 @dataclass
-class ShareGroup:
+class ShareGroup(RevertibleGroup):
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
@@ -53,6 +55,13 @@ class ShareGroup:
     # topic id -> (name, partitions) of every share-partition the group was ever assigned: those
     # whose state deleting the group deletes (Kafka's ShareGroupStatePartitionMetadata)
     initialized_topics: dict[uuid.UUID, tuple[str, frozenset[int]]] = field(default_factory=dict)
+
+    def snapshot(self) -> ShareGroup:
+        """The copy ``write_or_revert`` goes back to (members are changed in place, so each is copied)."""
+        return replace(self, members={m: replace(member) for m, member in self.members.items()},
+                       subscription_metadata=dict(self.subscription_metadata),
+                       target_assignment=dict(self.target_assignment),
+                       initialized_topics=dict(self.initialized_topics))
 
     @property
     def state(self) -> ShareGroupState:

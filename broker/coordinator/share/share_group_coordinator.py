@@ -7,7 +7,8 @@ one type at a time. Heartbeats join (epoch 0), keep (the current epoch) or leave
 member; any change of members, subscriptions or subscribed topics' partitions bumps the group
 epoch and the ``simple`` assignor recomputes the assignment. A member that does not heartbeat
 within ``group.share.session.timeout.ms`` is fenced; listeners (the SharePartitionManager) then
-release the records it holds.
+release the records it holds. A heartbeat's changes are applied at once and undone when their
+records cannot be written to ``__consumer_offsets`` (``broker/coordinator/group_changes.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.coordinator.coordinator_records import Record
+from broker.coordinator.group_changes import coordinator_write_error, write_or_revert
 from broker.coordinator.consumer.topic_subscriptions import metadata_hash
 from broker.coordinator.share import share_group_records as records
 from broker.coordinator.share.share_group import (
@@ -28,7 +30,7 @@ from broker.coordinator.share.share_group import (
     ShareGroupMember,
     simple_assign,
 )
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaApiError
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ class HeartbeatResult:
     member_id: str | None = None
     member_epoch: int = 0
     assignment: Assignment | None = None  # None: unchanged since the member's last heartbeat
-    records: list[Record] = field(default_factory=list)  # to append to __consumer_offsets before answering
+    records: list[Record] = field(default_factory=list)  # written to __consumer_offsets before the answer
 
 
 class ShareGroupHeartbeatError(Exception):
@@ -93,33 +95,46 @@ class ShareGroupCoordinator:
 
     # --- heartbeat -----------------------------------------------------------------------------
 
-    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
-                  subscribed_topic_names: list[str] | None, client_id: str, client_host: str,
-                  now_ms: int) -> HeartbeatResult:
+    async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                        subscribed_topic_names: list[str] | None, client_id: str, client_host: str,
+                        now_ms: int) -> HeartbeatResult:
+        """Apply a heartbeat to the group and write its records; a change whose records cannot be
+        written is undone (as Kafka's runtime reverts it) and the answer is the coordinator error."""
         written: list[Record] = []
+        known = self.groups.get(group_id)
+        group = known if known is not None else ShareGroup(group_id)
+        before = group.snapshot()
         try:
-            result = self._heartbeat(group_id, member_id, member_epoch, rack_id, subscribed_topic_names,
+            result = self._heartbeat(group, member_id, member_epoch, rack_id, subscribed_topic_names,
                                      client_id, client_host, now_ms, written)
-            result.records = written
-            return result
         except ShareGroupHeartbeatError as exc:
             return HeartbeatResult(exc.error, str(exc))
+        if known is None:
+            self.groups[group_id] = group
+        result.records = written
+        if written:
+            try:
+                await write_or_revert(group, before, lambda: self.write_records(group_id, written))
+            except KafkaApiError as exc:
+                if known is None and not group.members and self.groups.get(group_id) is group:
+                    del self.groups[group_id]  # the group this heartbeat created is not written either
+                return HeartbeatResult(exc.error)
+        return result
 
-    def _heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+    def _heartbeat(self, group: ShareGroup, member_id: str, member_epoch: int, rack_id: str | None,
                    subscribed: list[str] | None, client_id: str, client_host: str, now_ms: int,
                    written: list[Record]) -> HeartbeatResult:
+        """The heartbeat's changes, applied to ``group`` (raising before any when the request fails)."""
+        group_id = group.group_id
         _validate(group_id, member_id, member_epoch, subscribed)
         if self.is_other_group_type(group_id):
             raise ShareGroupHeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        group = self.groups.get(group_id)
         if member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if group is None or member_id not in group.members:
+            if member_id not in group.members:
                 raise ShareGroupHeartbeatError(Errors.UNKNOWN_MEMBER_ID,
                                                f"Member {member_id} is not a member of group {group_id}.")
             self.remove_member(group, member_id, written)
             return HeartbeatResult(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH)
-        if group is None:
-            group = self.groups[group_id] = ShareGroup(group_id)
         member = group.members.get(member_id)
         bump = False  # the group epoch moves at most once per heartbeat, as Kafka's
         described = None if member is None else (member.rack_id, sorted(member.subscribed_topic_names))
@@ -234,22 +249,35 @@ class ShareGroupCoordinator:
             return Errors.GROUP_ID_NOT_FOUND, None
         if group.members:
             return Errors.NON_EMPTY_GROUP, None
-        if self.write is not None:
-            error = await self.write(group_id, records.group_tombstones(group))
-            if error is not Errors.NONE:
-                return error, None
+        try:
+            await self.write_records(group_id, records.group_tombstones(group))
+        except KafkaApiError as exc:
+            return exc.error, None
         self.groups.pop(group_id, None)
         return Errors.NONE, group
 
     async def create_empty_group(self, group_id: str) -> ShareGroup:
         """An empty share group (AlterShareGroupOffsets on an unknown id creates one), written as its
-        epoch record so that it outlives the coordinator."""
+        epoch record so that it outlives the coordinator; not created when that cannot be written."""
         group = self.groups[group_id] = ShareGroup(group_id)
-        if self.write is not None:
-            await self.write(group_id, [records.group_epoch_record(group)])
+        try:
+            await self.write_records(group_id, [records.group_epoch_record(group)])
+        except KafkaApiError:
+            if self.groups.get(group_id) is group and not group.members:
+                del self.groups[group_id]
+            raise
         return group
 
     # --- durability ----------------------------------------------------------------------------
+
+    async def write_records(self, group_id: str, written: list[Record]) -> None:
+        """Append a change's records to the group's ``__consumer_offsets`` partition, raising the
+        coordinator error (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...) when they are not written."""
+        if self.write is None:
+            return
+        error = await self.write(group_id, written)
+        if error is not Errors.NONE:
+            raise KafkaApiError(coordinator_write_error(error))
 
     def write_in_background(self, group_id: str, written: list[Record]) -> None:
         """Append records no request waits for (a fenced member's); a failed write is logged, and
