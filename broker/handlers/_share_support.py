@@ -9,11 +9,14 @@ from typing import TYPE_CHECKING, Any
 from broker.security.authorizer.acl import AclOperation, ResourceType
 from broker.network.request_channel import Response
 from protocol.errors import Errors, KafkaApiError, error_message
+from protocol.schema import ZERO_UUID
 
 if TYPE_CHECKING:
     from broker.network.request_channel import Request
     from broker.services import BrokerServices
+    from broker.coordinator.share.share_group import ShareGroup
     from broker.share.share_coordinator import ShareCoordinator
+    from broker.share.share_coordinator_shard import ShareGroupOffset
     from broker.share.share_services import ShareServices
 
 
@@ -150,6 +153,21 @@ async def answer_state_rpc(request: Request, response: Any, result_struct: str,
                                                     for topic_id, partitions in results]))
 
 
+async def answer_state_read(services: BrokerServices, request: Request, response: Any, result_struct: str,
+                            unknown: dict[str, int], fields: Callable[[ShareGroupOffset], dict[str, Any]]) -> Response:
+    """Answer ReadShareGroupState or its summary: each share-partition's stored state as ``fields``
+    lays it out; UNKNOWN_TOPIC_OR_PARTITION with the ``unknown`` values for one never stored (as Kafka)."""
+    coordinator = state_coordinator(services, request)
+
+    async def read(key: tuple[str, uuid.UUID, int], data: Any) -> Any:
+        state = coordinator.read(key)
+        if state is None:
+            return state_result(response, data.partition, Errors.UNKNOWN_TOPIC_OR_PARTITION, **unknown)
+        return state_result(response, data.partition, Errors.NONE, **fields(state))
+
+    return await answer_state_rpc(request, response, result_struct, read, **unknown)
+
+
 # --- the share-group offsets admin APIs (90-92), at the group coordinator -------------------------
 
 def share_group_or_error(services: BrokerServices, request: Request, group_id: str, operation: AclOperation
@@ -164,6 +182,27 @@ def share_group_or_error(services: BrokerServices, request: Request, group_id: s
         return status, None
     group = share_services(services).coordinator.groups.get(group_id)
     return (Errors.GROUP_ID_NOT_FOUND, None) if group is None else (Errors.NONE, group)
+
+
+async def empty_share_group(services: BrokerServices, request: Request, group_id: str, operation: AclOperation,
+                            create: bool = False) -> ShareGroup:
+    """The share group whose offsets AlterShareGroupOffsets or DeleteShareGroupOffsets change: one
+    without members (NON_EMPTY_GROUP otherwise). An unknown id is GROUP_ID_NOT_FOUND, or with
+    ``create`` (AlterShareGroupOffsets, as Kafka) becomes a new empty share group."""
+    error, group = share_group_or_error(services, request, group_id, operation)
+    coordinator = share_services(services).coordinator
+    if error is Errors.GROUP_ID_NOT_FOUND and create and not coordinator.is_other_group_type(group_id):
+        group = await coordinator.create_empty_group(group_id)
+    elif group is None:
+        raise KafkaApiError(error)
+    if group.members:
+        raise KafkaApiError(Errors.NON_EMPTY_GROUP)
+    return group
+
+
+def topic_id_or_zero(services: BrokerServices, topic: str, known: bool) -> uuid.UUID:
+    """A response's TopicId: the topic's, or the zero id for a topic this broker does not know."""
+    return services.metadata_cache.topic_id(topic) if known else ZERO_UUID
 
 
 def is_share_group(services: BrokerServices, group_id: str) -> bool:

@@ -7,30 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers import handles
-from broker.handlers._share_support import share_group_or_error, share_services, top_level_error
+from broker.handlers._share_support import empty_share_group, share_services, top_level_error, topic_id_or_zero
 from broker.network.request_channel import Request, Response
 from broker.security.authorizer.acl import AclOperation
 from broker.services import BrokerServices
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, KafkaApiError, error_message
 from protocol.messages import AlterShareGroupOffsetsResponse as R
-from protocol.schema import ZERO_UUID
 
 
-_error_response = top_level_error(R)
-
-
-@handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, error_response=_error_response)
+@handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, error_response=top_level_error(R))
 async def handle_alter_share_group_offsets(services: BrokerServices, request: Request) -> Response:
     body = request.body()
     share = share_services(services)
-    error, group = share_group_or_error(services, request, body.group_id, AclOperation.READ)
-    if error is Errors.GROUP_ID_NOT_FOUND and not share.coordinator.is_other_group_type(body.group_id):
-        group = await share.coordinator.create_empty_group(body.group_id)
-    elif group is None:
-        return Response.send(request, _error_response(request, error))
-    if group.members:
-        return Response.send(request, _error_response(request, Errors.NON_EMPTY_GROUP))
+    await empty_share_group(services, request, body.group_id, AclOperation.READ, create=True)
     cache = services.metadata_cache
     responses = []
     for topic in body.topics:
@@ -47,7 +37,7 @@ async def handle_alter_share_group_offsets(services: BrokerServices, request: Re
                     outcome = exc.error
             results.append(_partition(p.partition_index, outcome))
         responses.append(R.AlterShareGroupOffsetsResponseTopic(
-            topic_name=topic.topic_name, topic_id=cache.topic_id(topic.topic_name) if known else ZERO_UUID,
+            topic_name=topic.topic_name, topic_id=topic_id_or_zero(services, topic.topic_name, known),
             partitions=results))
     return Response.send(request, R(throttle_time_ms=0, error_code=0, responses=responses))
 
