@@ -91,7 +91,7 @@ def current_assignment_record(group_id: str, m: ShareGroupMember) -> Record:
 
 def state_partition_record(group: ShareGroup) -> Record:
     cls = message_class("ShareGroupStatePartitionMetadataValue").TopicPartitionsInfo
-    initialized = [cls(topic_id=topic_id, topic_name=name, partitions=sorted(partitions), create_timestamp=-1)
+    initialized = [cls(topic_id=topic_id, topic_name=name, partitions=sorted(partitions))
                    for topic_id, (name, partitions) in sorted(group.initialized_topics.items(), key=lambda i: i[1][0])]
     return (_key(STATE_PARTITION_METADATA, group_id=group.group_id), _value(
         STATE_PARTITION_METADATA, initializing_topics=[], initialized_topics=initialized, deleting_topics=[]))
