@@ -42,8 +42,7 @@ from broker.coordinator.consumer.group_conversion import (
 )
 from broker.coordinator.consumer.topic_subscriptions import compile_regex, metadata_hash, resolve_regex, topic_layout
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
-from broker.coordinator.group_changes import write_or_revert
-from broker.coordinator.group.group_metadata_manager import group_store_error
+from broker.coordinator.group_changes import coordinator_write_error, write_or_revert
 from protocol.errors import Errors, KafkaApiError
 from storage.clock import now_ms
 
@@ -206,7 +205,9 @@ class ConsumerGroupCoordinator:
         self._validate(r)
         if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return await self._leave(r)
+        known = self.manager.get_group(r.group_id)
         entry, group, written = self._group(r.group_id, create=r.member_epoch == 0)
+        created = entry is not known
         before = group.snapshot()
         member_id = r.member_id or str(uuid.uuid4())
         if r.member_epoch == 0 and member_id not in group.members and len(group.members) >= self.config.max_size:
@@ -224,7 +225,13 @@ class ConsumerGroupCoordinator:
             else member.subscribed_topic_regex,
             client_id=r.client_id, client_host=r.client_host)
         reconciled = self.update_and_reconcile(group, member, updated, r.owned, written)
-        await self.write_or_revert(group, before, written)
+        try:
+            await self.write_or_revert(group, before, written)
+        except KafkaApiError:
+            if created and not group.members and self.manager.get_group(r.group_id) is entry:
+                del self.manager.groups[r.group_id]  # the group this heartbeat created is not written either
+                group.mark_dead()
+            raise
         full = r.member_epoch == 0 or (r.rebalance_timeout_ms != -1 and r.owned is not None and (
             r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None))
         changed = reconciled.assigned != member.assigned or member.member_id != reconciled.member_id
@@ -499,7 +506,7 @@ class ConsumerGroupCoordinator:
             return
         error, _ = await self.manager.append_records(group_id, written)
         if error is not Errors.NONE:
-            raise KafkaApiError(group_store_error(error))
+            raise KafkaApiError(coordinator_write_error(error))
 
     async def write_or_revert(self, group: ConsumerGroup, before: ConsumerGroup, written: list[records.Record]) -> None:
         """Write a change's records; if they cannot be written, the group goes back to ``before``."""

@@ -198,3 +198,16 @@ def test_a_member_that_keeps_partitions_past_its_rebalance_timeout_is_fenced(bro
         return answer.error_code == Errors.UNKNOWN_MEMBER_ID
 
     wait_for(fenced, "the member fenced after its rebalance timeout", 30, interval=0.3)
+
+
+@pytest.mark.parametrize("broker", [{"min.insync.replicas": "2", "offsets.topic.replication.factor": "1"}],
+                         indirect=True)
+def test_a_heartbeat_whose_records_cannot_be_written_changes_nothing(broker: BrokerProcess, group: str) -> None:
+    """__consumer_offsets at RF=1 under min.insync.replicas=2 takes no write: Kafka's coordinator
+    runtime answers COORDINATOR_NOT_AVAILABLE (the client looks for the coordinator again and
+    retries) and the join never happened."""
+    for attempt in range(2):
+        answer = heartbeat(broker, group, "m1", 0, subscribed_topic_names=["t"])
+        assert answer.error_code == Errors.COORDINATOR_NOT_AVAILABLE, (attempt, answer)
+    described = broker.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(group_ids=[group]))
+    assert described.groups[0].error_code == Errors.GROUP_ID_NOT_FOUND, described
