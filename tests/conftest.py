@@ -18,9 +18,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run mixed faults for MINUTES instead of the short default schedule")
     group.addoption("--faults-broker", choices=("ours", "kafka"), default="ours",
                     help="run the faults against our broker or Apache Kafka 3.9 from ../shared/kafka-cli")
-    group.addoption("--faults-new-groups", action="store_true",
-                    help="add the KIP-848 consumer-protocol and KIP-932 share-group workloads to every round "
-                         "(some rounds under partitions and loss still fail: docs/fault-injection.md)")
     group.addoption("--faults-results", type=Path, default=Path(__file__).resolve().parents[1] / "build" / "faults",
                     metavar="DIR", help="where the fault runs write their results tables (default build/faults)")
 

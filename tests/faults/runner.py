@@ -1,7 +1,8 @@
 """Rounds: workloads start, the nemesis strikes and heals, the cluster must heal, the checkers judge.
 
 A round on a healthy cluster: fresh topics (3 partitions, RF=3, min.insync.replicas=2), the
-``java``, ``confluent``, ``consumer-protocol``, ``share`` and ``txn`` workloads on them (``txn`` copies its topic to one more), ``WARMUP`` seconds of calm, the fault for its
+``java``, ``confluent``, ``consumer-protocol`` and ``share`` (ours only) and ``txn`` workloads on them
+(``txn`` copies its topic to one more), ``WARMUP`` seconds of calm, the fault for its
 duration, healing, the wait for a healthy cluster (its length is the recovery time, bounded by
 ``RECOVERY_BOUND``), the producers finishing, the groups catching up, then the whole topics and the
 groups' ``__consumer_offsets`` records are read back and checked.
@@ -50,11 +51,10 @@ def say(message: str) -> None:
 
 
 class Runner:
-    def __init__(self, cluster: FaultCluster, work_dir: Path, report: Report, new_groups: bool = False) -> None:
+    def __init__(self, cluster: FaultCluster, work_dir: Path, report: Report) -> None:
         self.cluster = cluster
-        # The KIP-848 and KIP-932 workloads, on our broker only (Kafka 3.9 in ZooKeeper mode serves
-        # neither); opt-in while some rounds under partitions and loss still fail.
-        self.new_groups = new_groups and cluster.kind == "ours"
+        # The KIP-848 and KIP-932 workloads, on our broker only (Kafka 3.9 in ZooKeeper mode serves neither).
+        self.new_groups = cluster.kind == "ours"
         self.work_dir = work_dir
         self.cli = KafkaCli(work_dir / "tools")
         self.report = report

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.faults
 def test_soak(fault_run: Callable[[str], Runner], request: pytest.FixtureRequest) -> None:
     minutes: float = request.config.getoption("--soak")
     seed = random.randrange(1 << 32)
-    runner = fault_run(f"soak-part1")
+    runner = fault_run("soak-part1")
     runner.report.schedule = f"soak {minutes:g} min (seed {seed})"
     say(f"soak for {minutes:g} minutes, seed {seed}")
     soak(runner, minutes, seed)
