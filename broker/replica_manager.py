@@ -89,6 +89,7 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
         self.run_blocking = run_blocking
+        self._state_change_lock = asyncio.Lock()  # LeaderAndIsr and StopReplica, one at a time
         self.partitions: dict[TopicPartition, Partition] = {}
         self.topic_stats = BrokerTopicStats()
         self.isr_shrinks = 0  # ISR changes the controller accepted (IsrShrinksPerSec, IsrExpandsPerSec)
@@ -139,7 +140,16 @@ class ReplicaManager:
     # --- controller requests ----------------------------------------------------------------
     async def become_leader_or_follower(self, request: Any, version: int,
                                         topic_config: Callable[[str], dict[str, str]]) -> Any:
-        """LeaderAndIsr (v2+): per partition create the log and become leader or follower."""
+        """LeaderAndIsr (v2+): per partition create the log and become leader or follower.
+
+        One controller request at a time (Kafka's replicaStateChangeLock): each partition's epoch is
+        checked before the logs are opened and applied after, so a request arriving meanwhile (an
+        older one, on another connection) must not apply its epoch in between."""
+        async with self._state_change_lock:
+            return await self._become_leader_or_follower(request, version, topic_config)
+
+    async def _become_leader_or_follower(self, request: Any, version: int,
+                                         topic_config: Callable[[str], dict[str, str]]) -> Any:
         for topic_state in request.topic_states:
             try:  # a log directory is named after the topic: never outside the log dir
                 validate_topic_name(topic_state.topic_name)
@@ -275,7 +285,11 @@ class ReplicaManager:
                 log.exception("Leadership listener failed for %s-%d", topic, partition)
 
     async def stop_replicas(self, request: Any) -> Any:
-        """StopReplica (v3+): stop serving, and delete the log when asked."""
+        """StopReplica (v3+): stop serving, and delete the log when asked (one controller request at a time)."""
+        async with self._state_change_lock:
+            return await self._stop_replicas(request)
+
+    async def _stop_replicas(self, request: Any) -> Any:
         errors = []
         # As Kafka's state-change log: which replicas a controller stopped is otherwise invisible.
         stopped = sorted((t.topic_name, p.partition_index, p.delete_partition)
