@@ -3,7 +3,11 @@
 Kafka's runtime applies a change to timeline-backed state and, when appending its records fails,
 reverts that state to the last committed snapshot. The consumer- and share-group coordinators here
 apply a change to their in-memory group at once; ``write_or_revert`` puts back the copy taken
-before the change (``snapshot``) when the write fails, so a member retrying finds the epoch it knows.
+before the change (``snapshot``) when the records were not appended, so a member retrying finds the
+epoch it knows. Records appended to the leader's log but not replicated in time stay: they commit
+with the log, or a leadership change unloads the group and its next coordinator replays the log it
+has, so memory never holds less than the log (a group reverted under records that later commit
+would hand the same partitions out twice).
 """
 
 from __future__ import annotations
@@ -46,7 +50,12 @@ async def write_or_revert(group: G, before: G, write: Callable[[], Awaitable[Non
     mine = group.changes
     try:
         await write()
-    except KafkaApiError:
+    except KafkaApiError as exc:
+        if isinstance(exc, CoordinatorWriteError) and exc.appended:
+            # in the log: the change stands, as Kafka's runtime keeps it until the high watermark moves
+            if group.changes == mine:
+                group.failed_base = None
+            raise
         if group.failed_base is None or group.failed_base[0] > mine:
             group.failed_base = (mine, before)
         if group.changes == mine:
@@ -72,5 +81,15 @@ _WRITE_ERRORS = {
 }
 
 
-def coordinator_write_error(error: Errors) -> Errors:
-    return _WRITE_ERRORS.get(error, error)
+# Append errors that come after the records reached the leader's log (the replicas did not catch up in time).
+_APPENDED = frozenset({Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
+
+
+class CoordinatorWriteError(KafkaApiError):
+    """A coordinator write that failed, answered as the coordinator's APIs answer it; ``appended``
+    when its records are in the leader's log all the same."""
+
+    def __init__(self, append_error: Errors) -> None:
+        super().__init__(_WRITE_ERRORS.get(append_error, append_error))
+        self.appended = append_error in _APPENDED
+

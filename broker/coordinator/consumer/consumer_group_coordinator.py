@@ -42,7 +42,7 @@ from broker.coordinator.consumer.group_conversion import (
 )
 from broker.coordinator.consumer.topic_subscriptions import compile_regex, metadata_hash, resolve_regex, topic_layout
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
-from broker.coordinator.group_changes import coordinator_write_error, write_or_revert
+from broker.coordinator.group_changes import CoordinatorWriteError, write_or_revert
 from protocol.errors import Errors, KafkaApiError
 from storage.clock import now_ms
 
@@ -506,7 +506,7 @@ class ConsumerGroupCoordinator:
             return
         error, _ = await self.manager.append_records(group_id, written)
         if error is not Errors.NONE:
-            raise KafkaApiError(coordinator_write_error(error))
+            raise CoordinatorWriteError(error)
 
     async def write_or_revert(self, group: ConsumerGroup, before: ConsumerGroup, written: list[records.Record]) -> None:
         """Write a change's records; if they cannot be written, the group goes back to ``before``."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.coordinator.coordinator_records import Record
-from broker.coordinator.group_changes import coordinator_write_error, write_or_revert
+from broker.coordinator.group_changes import CoordinatorWriteError, write_or_revert
 from broker.coordinator.consumer.topic_subscriptions import metadata_hash
 from broker.coordinator.share import share_group_records as records
 from broker.coordinator.share.share_group import (
@@ -277,7 +277,7 @@ class ShareGroupCoordinator:
             return
         error = await self.write(group_id, written)
         if error is not Errors.NONE:
-            raise KafkaApiError(coordinator_write_error(error))
+            raise CoordinatorWriteError(error)
 
     def write_in_background(self, group_id: str, written: list[Record]) -> None:
         """Append records no request waits for (a fenced member's); a failed write is logged, and

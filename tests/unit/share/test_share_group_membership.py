@@ -110,7 +110,7 @@ class _Log:
         self.failing = Errors.NONE
 
     async def write(self, _group_id: str, written: list[tuple[bytes, bytes | None]]) -> Errors:
-        if self.failing is Errors.NONE:
+        if self.failing in (Errors.NONE, Errors.REQUEST_TIMED_OUT):  # a timeout comes after the append
             self.records += written
         return self.failing
 
@@ -129,7 +129,6 @@ def test_a_change_whose_records_are_not_written_is_undone():
     settled = _state(coordinator)
     # Kafka's runtime answers a failed append as its coordinator errors, without a message
     for failure, answer in ((Errors.NOT_LEADER_OR_FOLLOWER, Errors.NOT_COORDINATOR),
-                            (Errors.REQUEST_TIMED_OUT, Errors.COORDINATOR_NOT_AVAILABLE),
                             (Errors.NOT_ENOUGH_REPLICAS, Errors.COORDINATOR_NOT_AVAILABLE)):
         log.failing = failure
         join = _beat(coordinator, "g", "b", 0, None, ["t1", "t2"], "c", "/h", now_ms=1)
@@ -149,6 +148,29 @@ def test_a_change_whose_records_are_not_written_is_undone():
         replay.apply(key, value)
     [loaded] = replay.build()
     assert (loaded.group_epoch, set(loaded.members)) == (coordinator.groups["g"].group_epoch, {"a", "b"})
+
+
+def test_a_change_whose_records_were_appended_but_not_replicated_in_time_stands():
+    """REQUEST_TIMED_OUT comes after the records reached the leader's log: the member is answered
+    COORDINATOR_NOT_AVAILABLE and retries, but memory keeps the change, so it never holds less than
+    the log (which would let a later join be given the same partitions)."""
+    coordinator, log = _coordinator(), _Log()
+    coordinator.write = log.write
+    _beat(coordinator, "g", "a", 0, None, ["t1"], "c", "/h", now_ms=0)
+    log.failing = Errors.REQUEST_TIMED_OUT
+    join = _beat(coordinator, "g", "b", 0, None, ["t1"], "c", "/h", now_ms=1)
+    assert (join.error, join.message) == (Errors.COORDINATOR_NOT_AVAILABLE, None)
+    assert _beat(coordinator, "new", "x", 0, None, ["t1"], "c", "/h", now_ms=1).error is Errors.COORDINATOR_NOT_AVAILABLE
+    log.failing = Errors.NONE
+    replay = share_records.ShareGroupReplay()
+    for key, value in log.records:
+        replay.apply(key, value)
+    loaded = {group.group_id: group for group in replay.build()}
+    assert set(loaded["g"].members) == set(coordinator.groups["g"].members) == {"a", "b"}
+    assert loaded["g"].group_epoch == coordinator.groups["g"].group_epoch
+    assert set(loaded["new"].members) == set(coordinator.groups["new"].members) == {"x"}
+    retried = _beat(coordinator, "g", "b", 0, None, ["t1"], "c", "/h", now_ms=2)  # the member retries its join
+    assert retried.error is Errors.NONE and set(coordinator.groups["g"].members) == {"a", "b"}
 
 
 def test_changes_in_flight_together_are_undone_together():
