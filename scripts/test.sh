@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
-exec .venv/bin/python -m pytest -n 3 --dist worksteal -p no:cacheprovider "$@"
+exec .venv/bin/python -m pytest -n 3 --dist loadgroup -p no:cacheprovider "$@"

@@ -1,6 +1,7 @@
 """Fixtures every test folder may use."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,14 @@ import pytest
 from tests.unit.spark.segment_files import Expected, write_log_dir
 
 GOLDEN = Path(__file__).resolve().parents[1].parent / "shared" / "golden-logs"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every Spark driver a test starts (in-process sessions, ``python -m spark_jobs...``,
+    spark-submit) gets the test JVM options through spark-submit's SPARK_SUBMIT_OPTS."""
+    from tests.harness.spark_cluster import SPARK_TEST_JVM_OPTS
+
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JVM_OPTS)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,6 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # one of them would keep a worker busy alone at the end while the others sit idle.
 LONG_FIRST = (
     "tests/faults/test_schedule.py",
+    "tests/integration/spark/test_spark_streaming.py",
     "tests/integration/docs/test_readme_quickstart.py",
     "tests/integration/spark/test_spark_submit.py",
     "tests/integration/cleaner/test_compaction_kafka_compat.py",
@@ -43,10 +53,21 @@ LONG_FIRST = (
 )
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A test using a module-scoped fixture (a cluster, a streamed run) joins its module's xdist
+    group, so that ``--dist loadgroup`` (scripts/test.sh) runs the module on one worker and sets
+    the fixture up once, instead of once on every worker its tests are spread over."""
+    definitions = getattr(item, "_fixtureinfo", None)
+    if definitions is None:
+        return
+    if any(d.scope == "module" for defs in definitions.name2fixturedefs.values() for d in defs):
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The long modules first (in LONG_FIRST's order), the rest as collected: with xdist's work
-    stealing (scripts/test.sh) the short tests then fill the workers until the end."""
+    """The long modules first (in LONG_FIRST's order), the rest as collected: xdist hands them out
+    first (scripts/test.sh), and the short tests then fill the workers until the end."""
     rank = {path: i for i, path in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
