@@ -494,8 +494,10 @@ class LogSegment:
                     f"index {self.offset_index.path} points at position {last.position} past the end of "
                     f"{self.log.path} ({self.size} bytes)"
                 )
+            # Kafka indexes a whole append (a follower's chunk of several batches) under its largest
+            # offset at its first batch's position: a batch from there on must end at that offset.
             found = self.translate_offset(last.offset, last.position)
-            if found is None or found[0] != last.position or found[1].last_offset != last.offset:
+            if found is None or found[0] < last.position or found[1].last_offset != last.offset:
                 raise CorruptIndexError(
                     f"index {self.offset_index.path} entry ({last.offset}, {last.position}) does not match "
                     f"a batch in {self.log.path}"

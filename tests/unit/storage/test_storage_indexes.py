@@ -133,3 +133,23 @@ def test_transaction_index_entries_collect_and_truncate(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes() + b"\x01")
     with pytest.raises(CorruptIndexError):
         index.sanity_check()
+
+
+def test_a_segment_indexed_as_kafka_indexes_a_multi_batch_append_passes_the_sanity_check(tmp_path: Path) -> None:
+    """Kafka's LogSegment.append indexes a whole append (a follower's fetched chunk of several
+    batches) under its largest offset at the position of its first batch: a log dir Kafka wrote
+    that way is sound, and a broker taking it over must trust its indexes."""
+    from storage_test_helpers import batch, open_log
+
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(batch(3), leader_epoch=0)
+    log.append_as_leader(batch(2), leader_epoch=0)
+    segment = log.active_segment
+    segment.offset_index.reset()
+    segment.offset_index.append(4, 0)  # offsets 0-4 in two batches, indexed at the first one's position
+    segment.sanity_check()
+    segment.offset_index.reset()
+    segment.offset_index.append(3, 0)  # no batch ends at offset 3
+    with pytest.raises(CorruptIndexError, match="does not match"):
+        segment.sanity_check()
+    log.close()
