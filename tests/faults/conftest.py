@@ -81,7 +81,7 @@ def fault_run(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callab
     def start(part: str) -> Runner:
         cluster = FaultCluster(tmp_path, broker)
         report = Report("Kafka 3.9" if broker == "kafka" else "ours", part.split("-part")[0])
-        runner = Runner(cluster, tmp_path, report)
+        runner = Runner(cluster, tmp_path, report, share=request.config.getoption("--faults-share"))
         made.append((cluster, runner, part))
         cluster.start()
         return runner

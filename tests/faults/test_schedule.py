@@ -20,8 +20,8 @@ def test_default_schedule(part: str, fault_run: Callable[[str], Runner]) -> None
     runner = fault_run(f"default-{part}")
     runner.run([n for n in default_schedule() if n.name in HALVES[part]])
     report = runner.report
-    # java, confluent (classic, and on ours the consumer protocol and a share group), txn
-    workloads = 5 if runner.new_groups else 3
+    # java, confluent (classic, and on ours the consumer protocol, with --faults-share a share group), txn
+    workloads = 3 + runner.consumer_protocol + runner.share
     assert len(report.cells) == workloads * len(HALVES[part])
     assert all(cell.acknowledged > 0 for cell in report.cells if cell.supported), report.summary()
     assert not report.violations(), report.summary()
