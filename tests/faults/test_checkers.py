@@ -111,3 +111,12 @@ def test_checker_transactional_copy() -> None:
     assert check_transactional_copy(source, foreign, clean + [LogRecord(0, 5, "x")]) == [
         "1 records of transactions never ended, e.g. TxnLogRecord(partition=0, offset=6, value='t.1', "
         "producer_id=8, state='open')", "x is in the committed copy but not in the input"]
+
+
+def test_an_acknowledgement_without_an_offset_needs_its_value_in_its_partition() -> None:
+    history = ProducerHistory("p", "t", prefix="c")
+    history.acked = {"c.0": (0, 0), "c.1": (0, None), "c.2": (1, None)}
+    log = [LogRecord(0, 0, "c.0"), LogRecord(0, 1, "c.1"), LogRecord(0, 2, "c.2")]
+    result = check_producer(history, log)
+    assert result.lost == 0
+    assert result.violations == ["acknowledged c.2 at 1@None, but that offset holds None"]
