@@ -13,6 +13,7 @@
    ``log.cleaner.enable=false``; what the cleaner costs the producer.
 
     python bench/cleaner_bench.py [--size-mb 128] [--skip-kafka] [--skip-produce] [--messages N] [--rounds N]
+        [--json FILE]    # the rows as JSON, for scripts/gen_docs.py and bench/charts.py
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import bench_json  # noqa: E402
 from bench.broker_bench import broker_cpu_seconds  # noqa: E402
 from protocol.records.builder import RecordBatchBuilder  # noqa: E402
 from storage.cleaner.cleaner import Cleaner  # noqa: E402
@@ -195,8 +197,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="of the produce-while-cleaning part")
     parser.add_argument("--skip-kafka", action="store_true")
     parser.add_argument("--skip-produce", action="store_true")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (for bench/charts.py)")
     args = parser.parse_args()
     command = "python bench/cleaner_bench.py " + " ".join(sys.argv[1:])
+    rows: list[dict[str, object]] = []
+    cleaning = f"cleaning a {args.size_mb:,} MiB compacted log, one cleaner thread"
     with tempfile.TemporaryDirectory(prefix="cleaner-bench-") as tmp:
         work = Path(tmp)
         source = work / "source"
@@ -208,19 +213,32 @@ def main() -> None:
         shutil.copytree(source, ours)
         mb, secs, rate = clean_with_ours(ours)
         print(f"ours:  {mb:,.1f} MB of log processed in {secs:,.1f} seconds ({rate:,.1f} MB/sec)", flush=True)
+        rows += _row(cleaning, "log processed", "MB/s", True, ours=rate)
         if not args.skip_kafka:
             theirs = work / "kafka"
             shutil.move(str(source), theirs)
             mb, secs, rate = clean_with_kafka(theirs, work)
             print(f"Kafka: {mb:,.1f} MB of log processed in {secs:,.1f} seconds ({rate:,.1f} MB/sec)", flush=True)
+            rows[-1]["value"]["kafka"] = rate  # type: ignore[index]
         if not args.skip_produce:
             produced = produce_while_cleaning(args.messages, args.value_bytes, work, args.rounds)
             print(f"produce {args.messages:,} x {args.value_bytes} B with 1% distinct keys, acks=1, into a new "
                   f"compacted topic, medians of {args.rounds} rounds "
                   f"({int(produced.pop('cleanings')[0])} cleanings meanwhile on the broker whose cleaner runs):")
+            section = (f"produce {args.value_bytes} B values into a compacted topic, medians of {args.rounds} rounds "
+                       "(ours)")
             for name, values in produced.items():
                 print(f"  {name}: {statistics.median(values):,.2f}  (" + ", ".join(f"{v:,.2f}" for v in values) + ")")
+                what, unit = name.split(": ")
+                rows += _row(section, what, "msg/s" if unit == "msg/s" else "broker CPU s", unit == "msg/s",
+                             ours=statistics.median(values))
     print(f"command: {command}")
+    if args.json:
+        bench_json.write(args.json, "cleaner_bench", "", rows, kinds={"ours": "ours", "kafka": "Kafka 3.9"})
+
+
+def _row(section: str, name: str, unit: str, higher_is_better: bool, **value: float) -> list[dict[str, object]]:
+    return [{"section": section, "name": name, "unit": unit, "higher_is_better": higher_is_better, "value": value}]
 
 
 if __name__ == "__main__":

@@ -215,10 +215,10 @@ def main() -> None:
     ratio = result["kafka-log"]["throughput"]["records_per_s"] / result["rdkafka"]["throughput"]["records_per_s"]
     print(f"kafka-log reads the backlog {ratio:.2f}x as fast as the librdkafka stream")
     if args.json:
-        rows = [{"name": "backlog read", "unit": "records/s",
+        rows = [{"name": "backlog read", "unit": "records/s", "higher_is_better": True,
                  "value": {s: r["throughput"]["records_per_s"] for s, r in result.items()}},
-                {"name": f"produce to micro-batch end ({args.rate}/s)", "unit": "ms",
-                 "value": {s: [r["latency"]["p50_ms"], r["latency"]["p99_ms"]] for s, r in result.items()}}]
+                {"name": f"produce to micro-batch end ({args.rate}/s), p50 / p99", "unit": "ms",
+                 "higher_is_better": False, "value": {s: [r["latency"]["p50_ms"], r["latency"]["p99_ms"]] for s, r in result.items()}}]
         bench_json.write(args.json, "spark_stream_bench", "records/s", rows, sources=result,
                          kinds={"kafka-log": "kafka-log (segments)", "rdkafka": "librdkafka consumer"},
                          trigger_seconds=args.trigger_seconds, hw_checkpoint_interval_ms=args.hw_interval_ms,
