@@ -12,6 +12,7 @@ would hand the same partitions out twice).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
@@ -20,7 +21,7 @@ from protocol.errors import Errors, KafkaApiError
 
 
 @dataclass
-class RevertibleGroup:
+class RevertibleGroup(ABC):
     """A group whose changes can be undone until their records are written."""
 
     # Changes applied in memory whose records are being or were written.
@@ -29,9 +30,9 @@ class RevertibleGroup:
     # in flight: the last of those goes back there if its write fails too.
     failed_base: tuple[int, Any] | None = field(default=None, kw_only=True, repr=False, compare=False)
 
+    @abstractmethod
     def snapshot(self) -> Self:
         """A copy that shares nothing a later change mutates in place."""
-        raise NotImplementedError
 
     def restore(self, snapshot: Self) -> None:
         changes, failed_base = self.changes, self.failed_base
