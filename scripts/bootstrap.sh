@@ -30,3 +30,9 @@ if [ ! -f "$stamp" ]; then
     rm -f .venv/.installed-*
     touch "$stamp"
 fi
+
+# The project's own bytecode, ahead of time: hundreds of Python processes (brokers, Spark's workers,
+# the jobs) start from this checkout, and where PYTHONDONTWRITEBYTECODE is set each would compile
+# every module from source again (0.3 CPU-seconds of a broker's 0.75-second start). Only stale
+# files are compiled; the caches are in .gitignore.
+.venv/bin/python -m compileall -q -j 0 broker protocol storage coordination spark_jobs bench tests scripts >/dev/null
