@@ -89,7 +89,8 @@ class ShareCoordinator:
                                     lambda buf: _replay(shard, buf))
         except (KafkaApiError, ProtocolError, OSError) as exc:
             log.error("Error loading share-group state from %s-%d: %s", SHARE_GROUP_STATE_TOPIC, partition, exc)
-            self.loading.pop(partition, None)
+            if self.loading.get(partition) == leader_epoch:  # not a newer epoch's load, still running
+                del self.loading[partition]
             return
         if self.loading.get(partition) != leader_epoch:
             return  # leadership moved meanwhile
