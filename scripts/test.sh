@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 # pytest caches its rewritten test modules only where bytecode may be written: one rewrite for all workers.
 unset PYTHONDONTWRITEBYTECODE
-exec .venv/bin/python -m pytest -n 3 --dist loadgroup -p no:cacheprovider "$@"
+exec .venv/bin/python -m pytest -n 3 --dist loadgroup --no-loadscope-reorder -p no:cacheprovider "$@"

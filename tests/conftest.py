@@ -34,45 +34,75 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="DIR", help="where the fault runs write their results tables (default build/faults)")
 
 
-# Modules with tests of 15 s or more (measured with --durations=0), scheduled first: started last,
-# one of them would keep a worker busy alone at the end while the others sit idle.
+# The xdist groups (see _xdist_group) and modules of a minute or more of test time on a loaded
+# machine, longest first (measured with --junitxml), handed out first: started last, one of them
+# would keep a worker busy alone at the end while the others sit idle. scripts/test.sh passes
+# --no-loadscope-reorder, so this order holds (xdist would otherwise order groups by test count).
 LONG_FIRST = (
+    "tests/integration/spark",
+    "tests/integration/kafka_tools",
     "tests/faults/test_schedule.py",
-    "tests/integration/spark/test_spark_streaming.py",
     "tests/integration/docs/test_readme_quickstart.py",
+    "tests/integration/mixed/test_mixed_replication.py",
     "tests/integration/spark/test_spark_submit.py",
-    "tests/integration/cleaner/test_compaction_kafka_compat.py",
-    "tests/integration/kafka_tools/test_configs_tool.py",
-    "tests/integration/transactions/test_exactly_once_cluster.py",
-    "tests/integration/replication/test_durability.py",
     "tests/integration/mixed/test_mixed_controller.py",
-    "tests/integration/test_storage_crash.py",
-    "tests/integration/kafka_tools/test_offsets_tool.py",
-    "tests/integration/test_cleaner_crash.py",
-    "tests/integration/kafka_tools/test_transactions_tool.py",
-    "tests/integration/kafka_tools/test_cluster_tools.py",
-    "tests/integration/security/test_secure_clients.py",
+    "tests/integration/security/test_oauthbearer.py",
     "tests/integration/groups/test_consumer_protocol_failover.py",
+    "tests/integration/mixed/test_mixed_rolling_upgrade.py",
+    "tests/integration/replication/test_jbod_cluster.py",
+    "tests/integration/security/test_zookeeper_sasl.py",
+    "tests/integration/replication/test_durability.py",
+    "tests/integration/security/test_delegation_tokens.py",
+    "tests/integration/transactions/test_exactly_once_cluster.py",
+    "tests/integration/cleaner/test_compaction_kafka_compat.py",
+    "tests/integration/security/test_dynamic_ssl.py",
 )
 
 
-def pytest_itemcollected(item: pytest.Item) -> None:
-    """A test using a module-scoped fixture (a cluster, a streamed run) joins its module's xdist
-    group, so that ``--dist loadgroup`` (scripts/test.sh) runs the module on one worker and sets
-    the fixture up once, instead of once on every worker its tests are spread over."""
-    definitions = getattr(item, "_fixtureinfo", None)
-    if definitions is None:
-        return
-    if any(d.scope == "module" for defs in definitions.name2fixturedefs.values() for d in defs):
-        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+def _xdist_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
+    """The xdist group of each test that has one. A test using a package-scoped fixture (the
+    Kafka tools' brokers, the Spark session) takes its package, and so does every other test of
+    its module (a module fixture of theirs then also runs once); a test using a module-scoped one
+    (a cluster, a streamed run) takes its module. ``--dist loadgroup`` (scripts/test.sh) runs a
+    group on one worker, one test after the other, so such a fixture is set up once: spread over
+    the workers and interleaved with other tests, it was set up on each worker and again each time
+    a worker came back to it."""
+    groups: dict[pytest.Item, str] = {}
+    module_package: dict[str, str] = {}
+    for item in items:
+        definitions = getattr(item, "_fixtureinfo", None)
+        if definitions is None:
+            continue
+        scoped = [d for defs in definitions.name2fixturedefs.values() for d in defs]
+        package = next((d.baseid for d in scoped if d.scope == "package"), None)
+        if package:
+            module_package[_module(item)] = package
+        if package or any(d.scope == "module" for d in scoped):
+            groups[item] = _module(item)
+    for item in items:
+        if _module(item) in module_package:
+            groups[item] = module_package[_module(item)]
+    return groups
 
 
-@pytest.hookimpl(trylast=True)
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The long modules first (in LONG_FIRST's order), the rest as collected: xdist hands them out
-    first (scripts/test.sh), and the short tests then fill the workers until the end."""
-    rank = {path: i for i, path in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    """Each test's xdist group as its marker (before xdist reads the markers), then the order: the
+    groups and modules of LONG_FIRST first, in its order, the rest as collected; xdist hands them
+    out in that order, and the short tests then fill the workers until the end."""
+    groups = _xdist_groups(items)
+    for item, group in groups.items():
+        item.add_marker(pytest.mark.xdist_group(group))
+    rank = {scope: i for i, scope in enumerate(LONG_FIRST)}
+
+    def scope_rank(item: pytest.Item) -> int:
+        return min(rank.get(groups.get(item, _module(item)), len(rank)), rank.get(_module(item), len(rank)))
+
+    items.sort(key=scope_rank)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,5 +1,6 @@
-"""The Spark integration tests' SparkSession: local[2], one per test module (``log_dir``, the
-written log dir they read, is in tests/conftest.py)."""
+"""The Spark integration tests' SparkSession: local[2], one for the package (its modules run on
+one xdist worker, tests/conftest.py), so that its JVM starts once and its compiled code is reused
+(``log_dir``, the written log dir they read, is in tests/conftest.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -9,7 +10,7 @@ import pytest
 from spark_jobs.session import create_session
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     scratch = tmp_path_factory.mktemp("spark")
     session = create_session(
