@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import Metric
 
 from broker.coordinator.group.group_metadata import GroupState
-from broker.network.network_client import NETWORK_ERRORS, NetworkClient
+from broker.network.network_client import NETWORK_ERRORS, NetworkClients
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.messages import ListOffsetsRequest
@@ -43,9 +43,7 @@ def _gauge(name: str, help_text: str) -> Metric:
 class ConsumerLag:
     def __init__(self, services: BrokerServices, security: ClientSecurity, timeout_s: float) -> None:
         self.services = services
-        self.security = security
-        self.timeout_s = timeout_s
-        self._clients: dict[int, tuple[NetworkClient, asyncio.Lock]] = {}
+        self._clients = NetworkClients(f"broker-{services.broker_id}-metrics", timeout_s, security)
 
     async def collect(self) -> list[Metric]:
         """Run on the event loop."""
@@ -116,9 +114,6 @@ class ConsumerLag:
         endpoint = self.services.metadata_cache.broker_endpoint(leader, self.services.config.inter_broker_listener_name)
         if endpoint is None:
             return {}
-        client, lock = self._clients.get(leader) or self._clients.setdefault(
-            leader, (NetworkClient(f"broker-{self.services.broker_id}-metrics", self.timeout_s, self.security),
-                     asyncio.Lock()))
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
@@ -128,8 +123,7 @@ class ConsumerLag:
                                                         timestamp=LATEST_TIMESTAMP) for i in indexes])
             for topic, indexes in by_topic.items()])
         try:
-            async with lock:
-                response = await client.send(endpoint, request, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION)
+            response = await self._clients.send(leader, endpoint, request, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION)
         except NETWORK_ERRORS as exc:
             log.debug("No end offsets from broker %d for the consumer lag metrics: %s", leader, exc)
             return {}
@@ -137,6 +131,4 @@ class ConsumerLag:
                 if p.error_code == Errors.NONE}
 
     def close(self) -> None:
-        for client, _ in self._clients.values():
-            client.close()
-        self._clients.clear()
+        self._clients.close()

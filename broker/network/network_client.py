@@ -1,7 +1,8 @@
 """NetworkClient: an asyncio connection from this broker to another one (Kafka's NetworkClient).
 
 Replica fetchers and the AlterPartition sender run on the broker's event loop; each owns one
-client and sends one request at a time, as Kafka's fetcher threads do. A failed or timed-out
+client and sends one request at a time, as Kafka's fetcher threads do (NetworkClients keeps one
+such client per destination for callers whose coroutines send concurrently). A failed or timed-out
 exchange closes the connection, so the next request starts on a fresh one and a late answer
 can never be taken for the next request's.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Hashable
 from typing import Any
 
 from broker.security.client_security import PLAINTEXT, ClientSecurity
@@ -69,3 +71,32 @@ class NetworkClient:
             self._writer.close()
         self._reader = self._writer = None
         self._endpoint = None
+
+
+class NetworkClients:
+    """One NetworkClient per destination, each exchanging one request at a time, for callers whose
+    coroutines send concurrently (the share-group state persister, the consumer-lag metrics). A
+    NetworkClient shared by concurrent exchanges breaks them: a second reader on its stream raises
+    RuntimeError, and a send to another endpoint closes the connection the first is waiting on."""
+
+    def __init__(self, client_id: str, timeout_s: float, security: ClientSecurity = PLAINTEXT) -> None:
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.security = security
+        self._clients: dict[Hashable, tuple[NetworkClient, asyncio.Lock]] = {}
+
+    async def send(self, destination: Hashable, endpoint: tuple[str, int], body: Any, api_key: int,
+                   version: int) -> Any:
+        """NetworkClient.send on ``destination``'s client, after any exchange in flight on it."""
+        found = self._clients.get(destination)
+        if found is None:
+            found = self._clients[destination] = (NetworkClient(self.client_id, self.timeout_s, self.security),
+                                                  asyncio.Lock())
+        client, lock = found
+        async with lock:
+            return await client.send(endpoint, body, api_key, version)
+
+    def close(self) -> None:
+        for client, _lock in self._clients.values():
+            client.close()
+        self._clients.clear()

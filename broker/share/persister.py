@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.network.network_client import NETWORK_ERRORS, NetworkClient
+from broker.network.network_client import NETWORK_ERRORS, NetworkClients
 from broker.security.client_security import PLAINTEXT, ClientSecurity
 from broker.share.share_coordinator import SHARE_GROUP_STATE_TOPIC, coordinator_key
 from broker.share.share_partition import RecordState, StateBatch
@@ -59,7 +59,9 @@ class Persister:
         self.listener = listener
         self._create_topic = create_topic
         self.timeout_ms = timeout_ms
-        self._client = NetworkClient("share-group-state-persister", timeout_ms / 1000, security)
+        # Loads and writes of many share-partitions run at once: one connection per coordinator,
+        # one exchange at a time on it.
+        self._clients = NetworkClients("share-group-state-persister", timeout_ms / 1000, security)
 
     async def read(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int) -> PersistedState:
         R = ReadShareGroupStateRequest
@@ -123,7 +125,7 @@ class Persister:
             endpoint = await self._coordinator(key)
             if endpoint is not None:
                 try:
-                    response = await self._client.send(endpoint, body, int(api_key), version)
+                    response = await self._clients.send(endpoint, endpoint, body, int(api_key), version)
                 except NETWORK_ERRORS as exc:
                     log.debug("%s to %s failed: %s", api_key.name, endpoint, exc)
                 else:
