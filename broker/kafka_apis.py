@@ -4,10 +4,14 @@ Handlers live in ``broker.handlers`` and register by API key. This module parses
 (a body that does not parse closes the connection, as Kafka's request parser does), dispatches,
 and turns whatever the handler raises, including a response that cannot be encoded, into the
 API's error response (``broker.handlers.failure_response``): only that one request fails.
+
+The share-group APIs that wait for other requests this broker's own handler pool serves run
+beside the pool's workers, as parked requests (``DETACHED_APIS``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,11 +31,25 @@ class HasServices(Protocol):
     services: BrokerServices | None  # set once the server has built its components
 
 
+# ShareFetch and ShareAcknowledge wait for the share-group state RPCs, whose share coordinator may
+# be this broker, and those wait for the followers' fetches of __share_group_state. Handled by a
+# worker, each would hold it meanwhile: with num.io.threads of them waiting (16 share consumers on
+# one broker), nothing was left to serve what they wait for, until the persister timed out. Kafka's
+# handlers complete these requests later, from other threads; here they run as tasks beside the
+# workers and send their response when done, as a parked request does.
+DETACHED_APIS: frozenset[int] = frozenset({
+    ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE, ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+    ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+})
+
+
 class KafkaApis:
     """The handler function of the KafkaRequestHandlerPool."""
 
     def __init__(self, server: HasServices) -> None:
         self.server = server
+        self._detached: set[asyncio.Task[None]] = set()
 
     async def __call__(self, request: Request) -> Response | None:
         handler = HANDLERS.get(request.api_key)  # keyed by ApiKey, an IntEnum: the int finds it
@@ -51,9 +69,23 @@ class KafkaApis:
             denied = services.auth.check_request(request)
             if denied is not None:
                 return error_response(request, denied)
+            if request.api_key in DETACHED_APIS:
+                task = asyncio.get_running_loop().create_task(self._run_detached(handler, services, request))
+                self._detached.add(task)
+                task.add_done_callback(self._detached.discard)
+                return None
             return await handler(services, request)
         except Exception as exc:
             return failure_response(request, exc)
+
+    @staticmethod
+    async def _run_detached(handler, services: BrokerServices, request: Request) -> None:  # type: ignore[no-untyped-def]
+        try:
+            response = await handler(services, request)
+        except Exception as exc:
+            response = failure_response(request, exc)
+        if response is not None:  # None: the handler parked it and answers itself
+            services.request_channel.send_response(response)
 
 
 # The APIs of each group protocol that group.coordinator.rebalance.protocols can leave out.
