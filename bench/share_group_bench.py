@@ -20,7 +20,8 @@ producer's own is a bound of this set-up, not of the group.
 All members run as threads of this process (librdkafka does the network work in its own threads),
 so the figures include the client's cost. A consumer group gives a partition to one member only:
 with more members than partitions the others stay idle, which a share group is there to avoid.
-Numbers go to stdout as a Markdown table and, with ``--json PATH``, as JSON.
+Numbers go to stdout as a Markdown table and, with ``--json PATH``, as JSON (bench/bench_json.py;
+scripts/gen_docs.py and bench/charts.py make the documentation's table and chart from it).
 
     python bench/share_group_bench.py [--records N] [--members 1,4,16] [--partitions 1,8] [--json out.json]
 """
@@ -28,9 +29,7 @@ Numbers go to stdout as a Markdown table and, with ``--json PATH``, as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -38,11 +37,12 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import bench_json
 from bench.broker_bench import create_topic
 from tests.harness.broker import BrokerProcess
 from tests.harness.zookeeper import ZooKeeperServer
@@ -244,9 +244,7 @@ def main() -> None:
                 broker.stop()
         finally:
             zookeeper.close()
-    machine = f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
-    load = f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
-    print(f"\n{command}\nmachine: {machine}, {load}\n")
+    print(f"\n{command}\nload average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after\n")
     print("| partitions | consumers | share group records/s | consumer group records/s | share acquisition → "
           "acknowledgement p50 / p99 (ms) |")
     print("| --- | --- | --- | --- | --- |")
@@ -258,8 +256,22 @@ def main() -> None:
         print(f"| {partitions} | {members} | {share.records_per_s} | {consumer.records_per_s if consumer else ''} | "
               f"{share.latency_p50_ms} / {share.latency_p99_ms} |")
     if args.json:
-        args.json.write_text(json.dumps({"command": command, "machine": machine, "load": load,
-                                         "rows": [asdict(r) for r in rows]}, indent=1))
+        write_json(args.json, rows)
+
+
+def write_json(path: Path, rows: list[Row]) -> None:
+    """Records/s per (partitions, consumers) for both kinds of group, then the share group's latency."""
+    by_key = {(r.group, r.partitions, r.members): r for r in rows}
+    shapes = sorted({(r.partitions, r.members) for r in rows})
+    name = "{} partition(s), {} consumer(s)".format
+    table = [{"section": "throughput", "name": name(p, m), "unit": "records/s", "higher_is_better": True,
+              "value": {kind: getattr(by_key.get((kind, p, m)), "records_per_s", None) for kind in ("share", "consumer")}}
+             for p, m in shapes]
+    table += [{"section": "share group: acquisition to confirmed acceptance", "name": name(p, m),
+               "unit": "ms p50/p99", "value": {"share": [by_key[("share", p, m)].latency_p50_ms,
+                                                          by_key[("share", p, m)].latency_p99_ms]}}
+              for p, m in shapes if ("share", p, m) in by_key and by_key[("share", p, m)].latency_p50_ms is not None]
+    bench_json.write(path, "share_group_bench", "", table, kinds={"share": "share group", "consumer": "consumer group"})
 
 
 if __name__ == "__main__":
