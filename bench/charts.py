@@ -58,10 +58,13 @@ def draw(document: dict[str, Any], out: Path) -> None:
     for axis, (unit, bars) in zip(axes[:, 0], panels.items(), strict=True):
         step = 0.8 / len(kinds)
         for k, (kind, label) in enumerate(kinds.items()):
-            ys = [i + k * step for i in range(len(bars))]
-            xs = [values.get(kind, 0.0) for _, values in bars]
-            axis.barh(ys, xs, height=step, label=label or None)
-            for y, x in zip(ys, xs, strict=True):
+            # a row a kind has no value for (not measured for it) gets neither a bar nor a label
+            measured = [(i + k * step, values[kind]) for i, (_, values) in enumerate(bars) if kind in values]
+            if not measured:
+                continue
+            ys, xs = [y for y, _ in measured], [x for _, x in measured]
+            axis.barh(ys, xs, height=step, label=label or None, color=f"C{k}")  # a kind's colour in every panel
+            for y, x in measured:
                 axis.annotate(f"{x:,.3g}" if x < 1000 else f"{x:,.0f}", (x, y), xytext=(3, 0),
                               textcoords="offset points", va="center", fontsize=7)
         axis.set_yticks([i + 0.4 - step / 2 for i in range(len(bars))], [name for name, _ in bars], fontsize=8)
