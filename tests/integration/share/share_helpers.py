@@ -37,11 +37,13 @@ def records(consumer: Any, timeout: float = 0.5) -> list[Any]:
     return list(polled)
 
 
-def warm_up(broker: BrokerProcess, topic: str, consumer: Any, partitions: int = 1, timeout: float = 60) -> None:
+def warm_up(broker: BrokerProcess, topic: str, consumer: Any, partitions: int = 1, timeout: float = 60,
+            others: tuple[Any, ...] = ()) -> None:
     """Wait until the group's share-partitions exist: with share.auto.offset.reset=latest (the
     default) they start at the end of the log when first fetched, so a record produced before then
-    is never delivered. A warm-up record that arrives shows the partition is being read; warm-up
-    records are accepted (implicitly or here) and must be ignored by the test."""
+    is never delivered. A warm-up record that arrives (at ``consumer`` or one of ``others``, the
+    group's other members) shows the partition is being read; warm-up records are accepted
+    (implicitly or here) and must be ignored by the test."""
     sink = producer(broker)
     reached: set[int] = set()
     deadline = time.monotonic() + timeout
@@ -50,9 +52,10 @@ def warm_up(broker: BrokerProcess, topic: str, consumer: Any, partitions: int = 
         for p in set(range(partitions)) - reached:
             sink.produce(topic, WARM, partition=p)
         sink.flush(10)
-        for message in records(consumer):
-            reached.add(message.partition())
-            _accept(consumer, message)
+        for member in (consumer, *others):
+            for message in records(member, 0.5 if not others else 0.2):
+                reached.add(message.partition())
+                _accept(member, message)
 
 
 def drain(consumers: list[Any], want: int, timeout: float = 60, ignore: bytes = WARM) -> dict[int, list[Any]]:
