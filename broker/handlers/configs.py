@@ -321,6 +321,11 @@ async def _alter_group(services: BrokerServices, group_id: str, ops: list[AlterO
     validate_group_config(props, services.config)
     if not validate_only:
         await services.pool.run_blocking(services.admin_zk.change_configs, "groups", group_id, props)
+        if services.group_configs is not None:
+            # This broker applies it now, as its change listener will again: a client that
+            # altered a group's config and then joins through this broker sees the new value,
+            # not the one before the notification arrives (the others follow their listeners).
+            services.group_configs.update(group_id, props)
 
 
 def alter_error_response(request: Request, error: Errors) -> AlterConfigsResponse:
