@@ -28,8 +28,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--faults-broker", choices=("ours", "kafka"), default="ours",
                     help="run the faults against our broker or Apache Kafka 3.9 from ../shared/kafka-cli")
     group.addoption("--faults-share", action="store_true",
-                    help="add the KIP-932 share-group workload to every round on our broker (a round can still "
-                         "leave a share-partition never initialised: docs/fault-injection.md)")
+                    help="add the KIP-932 share-group workload to every round on our broker (opt-in until full "
+                         "runs under load show that every share-partition starts: docs/fault-injection.md)")
     group.addoption("--faults-results", type=Path, default=Path(__file__).resolve().parents[1] / "build" / "faults",
                     metavar="DIR", help="where the fault runs write their results tables (default build/faults)")
 

@@ -54,8 +54,8 @@ class Runner:
     def __init__(self, cluster: FaultCluster, work_dir: Path, report: Report, share: bool = False) -> None:
         self.cluster = cluster
         # The KIP-848 workload on our broker only (Kafka 3.9 in ZooKeeper mode does not serve it); the
-        # KIP-932 one also only when asked (--faults-share): a round can still leave a share-partition
-        # that is never initialised (docs/fault-injection.md).
+        # KIP-932 one also only when asked (--faults-share), until full runs under load show that
+        # every share-partition starts (docs/fault-injection.md).
         self.consumer_protocol = cluster.kind == "ours"
         self.share = share and self.consumer_protocol
         self.work_dir = work_dir
